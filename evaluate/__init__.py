@@ -1,0 +1,1 @@
+"""Command-line evaluation of trained runs (``--run runs/<name>``)."""
