@@ -1,0 +1,43 @@
+"""Reference points printed beside every model: a unigram LM and, on the synthetic corpus,
+the oracle (the true generating model), all through :func:`tcnlm_tf.metrics.perplexity`."""
+from __future__ import annotations
+
+import numpy as np
+
+from tcnlm_tf import synthetic
+from tcnlm_tf.corpus import read_corpus_file
+from tcnlm_tf.data import Corpus, SplitArrays
+from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.pipeline import EOS_ID, PAD_ID
+from tcnlm_tf.vocab import UNK
+
+
+def _target_counts(split: SplitArrays, vocab_size: int) -> np.ndarray:
+    """How often each id is a target: every word, plus one ``<eos>`` per sentence."""
+    counts = np.bincount(split.lm_ids, minlength=vocab_size).astype(np.float64)
+    counts[EOS_ID] += split.num_sentences
+    return counts
+
+
+def unigram_perplexity(corpus: Corpus, split: str = "test", smoothing: float = 1.0) -> float:
+    """Perplexity on ``split`` of an add-``smoothing`` unigram model fit on the train split
+    (over every id but padding, ``<unk>`` and ``<eos>`` included)."""
+    vocab_size = len(corpus.lm_vocab)
+    train = _target_counts(corpus.splits["train"], vocab_size) + smoothing
+    train[PAD_ID] = 0.0
+    log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
+    counts = _target_counts(corpus.splits[split], vocab_size)
+    return perplexity(-(counts * log_p).sum(), counts.sum())
+
+
+def oracle_perplexity(corpus: Corpus, split: str = "test") -> float | None:
+    """Exact perplexity of the true generating model (synthetic corpus only, else None),
+    in the LM's token space: words outside the LM vocabulary count as ``<unk>``."""
+    if corpus.name != "synthetic":
+        return None
+    truth = synthetic.load_truth(corpus.source_dir)
+    documents, _ = read_corpus_file(corpus.source_dir / f"{split}.txt")
+    vocab = corpus.lm_vocab
+    nll, count = synthetic.oracle_log_probs(
+        truth, split, documents, token_of=lambda w: w if w in vocab else UNK)
+    return perplexity(nll, count)

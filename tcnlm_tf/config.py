@@ -1,0 +1,156 @@
+"""Run configuration: data, model and training settings, with the papers' presets.
+
+Presets (Wang et al. 2018 §5 "Setup"; Lau et al. 2017 Table 1):
+
+=========  ======  =======  =========  =======  ==========  =====  =====
+preset     layers  hidden   embedding  dropout  seq length  batch  lr
+=========  ======  =======  =========  =======  ==========  =====  =====
+``small``  1       600      300        0.4      30          64     1e-3
+``large``  2       900      300        0.4      30          64     1e-3
+=========  ======  =======  =========  =======  ==========  =====  =====
+
+A :class:`RunConfig` is saved as ``config.json`` in every run directory and reloaded by
+``--resume``, the evaluators and the exporter.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tcnlm_tf.errors import UserError
+
+DATASETS = ("synthetic", "apnews", "imdb", "bnc")
+MODES = ("sentence", "document")
+SOFTMAXES = ("adaptive", "full")
+
+DATA_DIR_ENV = "TCNLM_DATA_DIR"
+CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "small": {"num_layers": 1, "hidden_size": 600},
+    "large": {"num_layers": 2, "hidden_size": 900},
+}
+
+
+def default_data_dir() -> Path:
+    """``$TCNLM_DATA_DIR`` if set, else ``./data``; corpora live in ``<dir>/<dataset>/``."""
+    return Path(os.environ.get(DATA_DIR_ENV, "data"))
+
+
+def default_cache_dir() -> Path:
+    """``$TCNLM_CACHE_DIR`` if set, else ``./.cache``: preprocessed corpora and synthetic data."""
+    return Path(os.environ.get(CACHE_DIR_ENV, ".cache"))
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Which corpus and how to turn it into examples (Wang et al. 2018 §5 preprocessing)."""
+
+    dataset: str = "synthetic"
+    data_dir: str = dataclasses.field(default_factory=lambda: str(default_data_dir()))
+    min_freq: int = 10              # LM vocabulary: words seen >= min_freq times
+    topic_min_docs: int = 100       # topic vocabulary: words in >= this many documents
+    topic_top_fraction: float = 0.001   # topic vocabulary: drop the most frequent 0.1 % types
+    stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
+    max_bow: int = 300              # words of document context per sentence
+    seq_len: int = 30               # LM sequence length
+    max_doc_tokens: int = 100_000   # longer documents are skipped (and counted)
+    synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)  # SyntheticConfig fields
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Model architecture; ``preset`` fills layers/hidden size unless given explicitly."""
+
+    model: str = "lstm"
+    preset: str = "small"
+    mode: str = "sentence"          # 'sentence' (papers' protocol) or 'document' (state carried)
+    num_layers: int = 1
+    hidden_size: int = 600
+    embedding_dim: int = 300
+    dropout: float = 0.4
+    tie_embeddings: bool = False
+    softmax: str = "adaptive"       # 'adaptive' (Grave et al. 2016) or 'full'
+    cutoffs: list[int] | None = None  # adaptive-softmax cutoffs; None: chosen from vocab size
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # model-specific settings
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimisation: Adam, gradient-norm clipping, LR decay on plateau, early stopping."""
+
+    batch_size: int = 64
+    epochs: int = 10
+    learning_rate: float = 1e-3
+    clip_norm: float = 5.0
+    lr_decay: float = 0.5           # multiply the LR by this when validation does not improve
+    patience: int = 2               # stop after this many epochs without improvement
+    max_steps: int | None = None    # stop (with a checkpoint) after this many optimiser steps
+    seed: int = 0
+    log_every: int = 20             # TensorBoard scalars every this many steps
+
+
+@dataclasses.dataclass
+class RunConfig:
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "RunConfig":
+        return cls(data=DataConfig(**raw.get("data", {})),
+                   model=ModelConfig(**raw.get("model", {})),
+                   train=TrainConfig(**raw.get("train", {})))
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> "RunConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"no run configuration at {path}: is this a run directory "
+                            "made by `python -m train.run`?")
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    def validate(self) -> None:
+        """Reject invalid settings and flag combinations before any work starts."""
+        d, m, t = self.data, self.model, self.train
+        checks = [
+            (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
+            (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
+            (m.softmax in SOFTMAXES, f"unknown --softmax {m.softmax!r}; choose one of {SOFTMAXES}"),
+            (m.preset in PRESETS, f"unknown --preset {m.preset!r}; choose one of {tuple(PRESETS)}"),
+            (d.min_freq >= 1, "--min-freq must be >= 1"),
+            (d.seq_len >= 2, "--seq-len must be >= 2"),
+            (d.max_bow >= 1, "--max-bow must be >= 1"),
+            (m.num_layers >= 1 and m.hidden_size >= 1 and m.embedding_dim >= 1,
+             "--num-layers, --hidden-size and --embedding-dim must be positive"),
+            (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),
+            (t.batch_size >= 1, "--batch-size must be >= 1"),
+            (t.epochs >= 1, "--epochs must be >= 1"),
+            (t.learning_rate > 0, "--learning-rate must be positive"),
+            (t.clip_norm > 0, "--clip-norm must be positive"),
+            (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
+            (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
+            (not (m.tie_embeddings and m.softmax == "adaptive"),
+             "--tie-embeddings shares the input embedding with a full output layer; "
+             "use it with --softmax full"),
+            (not (m.cutoffs and m.softmax == "full"), "--cutoffs only applies to --softmax adaptive"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+
+
+def apply_preset(model: ModelConfig, explicit: set[str]) -> None:
+    """Fill the preset's layer count and size unless the user set them explicitly."""
+    for key, value in PRESETS[model.preset].items():
+        if key not in explicit:
+            setattr(model, key, value)

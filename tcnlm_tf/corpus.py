@@ -1,0 +1,111 @@
+"""Reading corpora in the TDLM format.
+
+The format (Lau et al. 2017, used unchanged by Wang et al. 2018 and by this project):
+one document per line, sentences separated by a TAB, tokens separated by a space, already
+tokenised and lower-cased. APNEWS, IMDB and BNC are distributed this way by the TDLM authors.
+
+A document is a ``list[list[str]]`` (sentences of tokens); a corpus split is a list of
+documents. Bad lines never crash the reader: each kind is skipped and counted in
+:class:`ReadStats`, which the caller logs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tcnlm_tf.errors import UserError
+
+Document = list[list[str]]
+
+FORMAT_DESCRIPTION = (
+    "TDLM format: one document per line, sentences separated by a TAB, tokens by a space"
+)
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """Counts of what the reader skipped in one file; ``first_bad_line`` helps users find it."""
+
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    empty_lines: int = 0
+    empty_documents: int = 0
+    empty_sentences: int = 0
+    undecodable_lines: int = 0
+    overlong_documents: int = 0
+    first_bad_line: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def note(self, kind: str, line_number: int) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        self.first_bad_line.setdefault(kind, line_number)
+
+    def problems(self, path: Path) -> list[str]:
+        """One human-readable line per kind of skipped input, naming the first offending line."""
+        lines = []
+        for kind in ("empty_lines", "empty_documents", "empty_sentences",
+                     "undecodable_lines", "overlong_documents"):
+            count = getattr(self, kind)
+            if count:
+                first = self.first_bad_line[kind]
+                lines.append(f"{path}: skipped {count} {kind.replace('_', ' ')} "
+                             f"(first at line {first})")
+        return lines
+
+
+def parse_document(line: str) -> Document:
+    """Split one corpus line into sentences of tokens, dropping empty sentences."""
+    sentences = (sentence.split() for sentence in line.rstrip("\r\n").split("\t"))
+    return [tokens for tokens in sentences if tokens]
+
+
+def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Document], ReadStats]:
+    """Read one split file; returns its documents and what was skipped.
+
+    Lines that are not valid UTF-8 are skipped (not silently "repaired" into wrong tokens);
+    documents longer than ``max_doc_tokens`` tokens are skipped. Both are counted.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"corpus file not found: {path} (expected {FORMAT_DESCRIPTION})")
+    documents: list[Document] = []
+    stats = ReadStats()
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.note("undecodable_lines", line_number)
+                continue
+            if not line.strip():
+                stats.note("empty_lines", line_number)
+                continue
+            raw_sentences = line.rstrip("\r\n").split("\t")
+            document = parse_document(line)
+            dropped = len(raw_sentences) - len(document)
+            if dropped:
+                stats.empty_sentences += dropped
+                stats.first_bad_line.setdefault("empty_sentences", line_number)
+            if not document:
+                stats.note("empty_documents", line_number)
+                continue
+            num_tokens = sum(len(sentence) for sentence in document)
+            if num_tokens > max_doc_tokens:
+                stats.note("overlong_documents", line_number)
+                continue
+            documents.append(document)
+            stats.documents += 1
+            stats.sentences += len(document)
+            stats.tokens += num_tokens
+    return documents, stats
+
+
+def write_corpus_file(path: Path, documents: list[Document]) -> None:
+    """Write documents in the TDLM format (atomically: a temporary file, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for document in documents:
+            handle.write("\t".join(" ".join(sentence) for sentence in document) + "\n")
+    tmp.replace(path)

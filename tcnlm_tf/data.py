@@ -1,0 +1,215 @@
+"""From corpus files to cached integer arrays: :func:`load_corpus` is the one entry point.
+
+Where the files are: ``<data_dir>/<dataset>/{train,valid,test}.txt`` for ``apnews``,
+``imdb`` and ``bnc`` (``data_dir`` defaults to ``$TCNLM_DATA_DIR`` or ``./data``); the
+``synthetic`` corpus is generated into ``<cache_dir>/synthetic-<key>/``.
+
+What is cached: the vocabularies and, per split, every sentence as LM ids and as topic-model
+ids, with sentence and document offsets (:class:`SplitArrays`). The cache is one HDF5 file
+(``<cache_dir>/prepared/<dataset>-<key>.h5``) whose key is a SHA-256 of the source files'
+bytes and of every setting that shapes the arrays; change either and it is rebuilt.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from tcnlm_tf import synthetic
+from tcnlm_tf.config import DataConfig, default_cache_dir
+from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
+                            word_counts, UNK)
+
+SPLITS = ("train", "valid", "test")
+CACHE_FORMAT_VERSION = 1
+
+CORPUS_SOURCES = {
+    "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
+    "imdb": "https://github.com/jhlau/topically-driven-language-model (IMDB)",
+    "bnc": "https://github.com/jhlau/topically-driven-language-model (BNC)",
+}
+
+
+@dataclasses.dataclass
+class SplitArrays:
+    """One split as flat id arrays.
+
+    Shapes (S sentences, D documents):
+      ``lm_ids`` [sum of sentence lengths] LM ids (no ``<eos>``);
+      ``sent_offsets`` [S+1]: sentence i is ``lm_ids[sent_offsets[i]:sent_offsets[i+1]]``;
+      ``topic_ids`` [...] topic-vocabulary ids of each sentence's words that are in it;
+      ``topic_offsets`` [S+1]: the same for ``topic_ids``;
+      ``doc_offsets`` [D+1]: document j is sentences ``doc_offsets[j]:doc_offsets[j+1]``.
+    """
+
+    lm_ids: np.ndarray
+    sent_offsets: np.ndarray
+    topic_ids: np.ndarray
+    topic_offsets: np.ndarray
+    doc_offsets: np.ndarray
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.sent_offsets) - 1
+
+    @property
+    def num_predicted_tokens(self) -> int:
+        """Words plus one ``<eos>`` per sentence: what perplexity divides by."""
+        return int(len(self.lm_ids) + self.num_sentences)
+
+
+@dataclasses.dataclass
+class Corpus:
+    """A prepared corpus: vocabularies, split arrays, and where it came from."""
+
+    name: str
+    lm_vocab: Vocabulary
+    topic_vocab: Vocabulary
+    splits: dict[str, SplitArrays]
+    source_dir: Path
+    cache_path: Path
+
+
+def source_dir(config: DataConfig, cache_dir: Path | None = None) -> Path:
+    """The directory holding ``train.txt``/``valid.txt``/``test.txt`` for ``config.dataset``,
+    generating the synthetic corpus first if needed. Missing real corpora raise UserError."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if config.dataset == "synthetic":
+        syn = synthetic.SyntheticConfig.from_dict(config.synthetic)
+        key = _digest(json.dumps(syn.to_dict(), sort_keys=True).encode())[:12]
+        return synthetic.write_corpus(cache_dir / f"synthetic-{key}", syn)
+    directory = Path(config.data_dir) / config.dataset
+    for split in SPLITS:
+        path = directory / f"{split}.txt"
+        if not path.is_file():
+            raise UserError(
+                f"{config.dataset} corpus not found: expected {path} ({FORMAT_DESCRIPTION}); "
+                f"get it from {CORPUS_SOURCES[config.dataset]} and pass --data-dir DIR "
+                f"(or set TCNLM_DATA_DIR) so that DIR/{config.dataset}/{split}.txt exists")
+    return directory
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def cache_key(config: DataConfig, directory: Path) -> str:
+    """SHA-256 over the source files' contents and the settings that shape the arrays."""
+    stopwords = Path(config.stopwords) if config.stopwords else None
+    settings = {
+        "version": CACHE_FORMAT_VERSION,
+        "min_freq": config.min_freq,
+        "topic_min_docs": config.topic_min_docs,
+        "topic_top_fraction": config.topic_top_fraction,
+        "max_doc_tokens": config.max_doc_tokens,
+        "stopwords": _file_digest(stopwords) if stopwords and stopwords.is_file() else None,
+        "files": {split: _file_digest(directory / f"{split}.txt") for split in SPLITS},
+    }
+    return _digest(json.dumps(settings, sort_keys=True).encode())
+
+
+def encode_split(documents: list[Document], lm_vocab: Vocabulary,
+                 topic_vocab: Vocabulary) -> SplitArrays:
+    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``)."""
+    lm_ids: list[int] = []
+    topic_ids: list[int] = []
+    sent_offsets = [0]
+    topic_offsets = [0]
+    doc_offsets = [0]
+    lm_index, unk = lm_vocab.index, lm_vocab.unk_id
+    topic_index = topic_vocab.index
+    for document in documents:
+        for sentence in document:
+            lm_ids.extend(lm_index.get(w, unk) for w in sentence)
+            topic_ids.extend(topic_index[w] for w in sentence if w in topic_index)
+            sent_offsets.append(len(lm_ids))
+            topic_offsets.append(len(topic_ids))
+        doc_offsets.append(len(sent_offsets) - 1)
+    return SplitArrays(
+        lm_ids=np.asarray(lm_ids, dtype=np.int32),
+        sent_offsets=np.asarray(sent_offsets, dtype=np.int64),
+        topic_ids=np.asarray(topic_ids, dtype=np.int32),
+        topic_offsets=np.asarray(topic_offsets, dtype=np.int64),
+        doc_offsets=np.asarray(doc_offsets, dtype=np.int64),
+    )
+
+
+def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> Corpus:
+    documents = {}
+    for split in SPLITS:
+        path = directory / f"{split}.txt"
+        documents[split], stats = read_corpus_file(path, config.max_doc_tokens)
+        for line in stats.problems(path):
+            log(line)
+        if not documents[split]:
+            raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
+    counts, doc_counts = word_counts(documents["train"])
+    lm_vocab = build_lm_vocab(counts, config.min_freq)
+    topic_vocab = build_topic_vocab(
+        lm_vocab, counts, doc_counts, load_stopwords(config.stopwords),
+        min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction)
+    splits = {split: encode_split(documents[split], lm_vocab, topic_vocab) for split in SPLITS}
+    return Corpus(config.dataset, lm_vocab, topic_vocab, splits, directory, Path())
+
+
+def _write_cache(corpus: Corpus, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    strings = h5py.string_dtype("utf-8")
+    with h5py.File(tmp, "w") as h5:
+        h5.create_dataset("lm_vocab", data=np.array(corpus.lm_vocab.words, dtype=object), dtype=strings)
+        h5.create_dataset("topic_vocab", data=np.array(corpus.topic_vocab.words, dtype=object),
+                          dtype=strings)
+        for split, arrays in corpus.splits.items():
+            group = h5.create_group(split)
+            for field in dataclasses.fields(SplitArrays):
+                group.create_dataset(field.name, data=getattr(arrays, field.name))
+    tmp.replace(path)
+
+
+def _read_cache(path: Path, name: str, directory: Path) -> Corpus:
+    with h5py.File(path, "r") as h5:
+        lm_words = [w.decode() if isinstance(w, bytes) else w for w in h5["lm_vocab"][()]]
+        topic_words = [w.decode() if isinstance(w, bytes) else w for w in h5["topic_vocab"][()]]
+        splits = {split: SplitArrays(**{f.name: h5[split][f.name][()]
+                                        for f in dataclasses.fields(SplitArrays)})
+                  for split in SPLITS}
+    return Corpus(name, Vocabulary(lm_words, unk=UNK), Vocabulary(topic_words), splits,
+                  directory, path)
+
+
+def load_corpus(config: DataConfig, cache_dir: Path | None = None,
+                log: Callable[[str], None] = print) -> Corpus:
+    """Prepared corpus for ``config``: read from the cache, or built and cached."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    directory = source_dir(config, cache_dir)
+    path = cache_dir / "prepared" / f"{config.dataset}-{cache_key(config, directory)[:16]}.h5"
+    if path.is_file():
+        try:
+            return _read_cache(path, config.dataset, directory)
+        except (OSError, KeyError) as err:
+            log(f"cache {path} is unreadable ({err}); rebuilding it")
+    log(f"preparing {config.dataset} from {directory} (cached in {path})")
+    corpus = _build(config, directory, log)
+    _write_cache(corpus, path)
+    corpus.cache_path = path
+    return corpus

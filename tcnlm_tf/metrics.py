@@ -1,0 +1,16 @@
+"""The one perplexity definition every model, baseline and oracle in this project reports.
+
+    perplexity = exp(total negative log-likelihood / number of predicted tokens)
+
+with natural logarithms; ``<eos>`` is a predicted token (one per sentence), padding is not.
+"""
+from __future__ import annotations
+
+import math
+
+
+def perplexity(total_nll: float, num_tokens: float) -> float:
+    """exp(total_nll / num_tokens); ``num_tokens`` counts real targets (``<eos>`` included)."""
+    if num_tokens <= 0:
+        raise ValueError("perplexity needs at least one predicted token")
+    return math.exp(float(total_nll) / float(num_tokens))

@@ -1,0 +1,41 @@
+"""Model assembly: :func:`build_model` maps a :class:`~tcnlm_tf.config.ModelConfig` to a model.
+
+Each entry of :data:`MODELS` builds one ``--model`` choice from the config and the prepared
+corpus's vocabulary sizes. Later models register here the same way.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from layers.adaptive_softmax import default_cutoffs
+from tcnlm_tf.config import ModelConfig
+from tcnlm_tf.models.base import LanguageModel, ModelOutput
+from tcnlm_tf.models.lstm import LSTMLanguageModel
+
+
+def output_cutoffs(config: ModelConfig, vocab_size: int) -> tuple[int, ...]:
+    """Adaptive-softmax cutoffs: the configured ones, the default rule, or () for full."""
+    if config.softmax == "full":
+        return ()
+    return tuple(config.cutoffs) if config.cutoffs else default_cutoffs(vocab_size)
+
+
+def _lstm(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> LanguageModel:
+    return LSTMLanguageModel(
+        vocab_size=lm_vocab_size, embedding_dim=config.embedding_dim,
+        hidden_size=config.hidden_size, num_layers=config.num_layers, dropout=config.dropout,
+        cutoffs=output_cutoffs(config, lm_vocab_size), tie_embeddings=config.tie_embeddings,
+        name="lstm_lm")
+
+
+MODELS: dict[str, Callable[[ModelConfig, int, int], LanguageModel]] = {
+    "lstm": _lstm,
+}
+
+
+def build_model(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> LanguageModel:
+    """A fresh, unbuilt model for ``config.model``."""
+    return MODELS[config.model](config, lm_vocab_size, topic_vocab_size)
+
+
+__all__ = ["MODELS", "LanguageModel", "ModelOutput", "build_model", "output_cutoffs"]

@@ -1,0 +1,157 @@
+"""Per-sentence and per-document training examples, and the ``tf.data`` pipelines over them.
+
+Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max_bow``):
+
+``inputs``  int32 [B, L]    LM input ids; each sentence starts with ``<eos>``
+``targets`` int32 [B, L]    the next word at each position (``<eos>`` ends each sentence)
+``weights`` float32 [B, L]  1 for a real target, 0 for padding
+``bow``     int32 [B, M]    (sentence mode, when asked for) topic-vocabulary ids of the
+                            sentence's document *minus that sentence*, in document order,
+                            first M kept (Wang et al. 2018 §5: "all the sentences in a
+                            paragraph, excluding the one being predicted"), 0-padded
+``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
+                            carried LSTM state is zeroed there
+
+Sentence mode (both papers' protocol): each sentence ``w1..wn`` becomes the token string
+``<eos> w1 .. wn <eos>``; sentences longer than L targets are cut into several sequences
+(Lau et al. 2017 §3), each target predicted exactly once.
+
+Document mode: each document becomes ``<eos> s1 <eos> s2 <eos> ..``, cut into windows of L
+targets (the last one padded), and documents are laid end to end in B lanes; batch k holds
+window k of every lane, and the model carries its state from one batch to the next.
+Both modes predict exactly the same tokens, so their perplexities compare directly.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from tcnlm_tf.data import SplitArrays
+
+EOS_ID = 2   # tcnlm_tf.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
+PAD_ID = 0
+
+
+@dataclasses.dataclass
+class SentenceExamples:
+    """Sentence-mode sequences. ``inputs``/``targets`` [N, L]; ``context`` [N, 4] int64 holds,
+    in ``topic_ids`` coordinates, (document start, sentence start, sentence end, document end)."""
+
+    inputs: np.ndarray
+    targets: np.ndarray
+    context: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
+    """Cut every sentence of ``split`` into sequences of at most ``seq_len`` targets."""
+    lengths = np.diff(split.sent_offsets)                      # words per sentence
+    chunks = -(-(lengths + 1) // seq_len)                      # ceil(targets / L)
+    total = int(chunks.sum())
+    inputs = np.zeros((total, seq_len), np.int32)
+    targets = np.zeros((total, seq_len), np.int32)
+    doc_of_sentence = np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets))
+    sent_index = np.repeat(np.arange(split.num_sentences), chunks)
+    row = 0
+    for s in range(split.num_sentences):
+        start, end = split.sent_offsets[s], split.sent_offsets[s + 1]
+        tokens = np.concatenate([[EOS_ID], split.lm_ids[start:end], [EOS_ID]])
+        for k in range(chunks[s]):
+            piece = tokens[k * seq_len: (k + 1) * seq_len + 1]
+            inputs[row, :len(piece) - 1] = piece[:-1]
+            targets[row, :len(piece) - 1] = piece[1:]
+            row += 1
+    docs = doc_of_sentence[sent_index]
+    topic = split.topic_offsets
+    context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
+                        topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
+    return SentenceExamples(inputs, targets, context.astype(np.int64))
+
+
+def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
+                   order: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Lay documents (in ``order``) end to end in ``lanes`` lanes of windows.
+
+    Each document goes to the currently shortest lane. Returns ``inputs``/``targets``
+    [K, lanes, L] and ``reset`` [K, lanes] for K batches.
+    """
+    order = np.arange(split.num_documents) if order is None else order
+    lane_windows: list[list[tuple[np.ndarray, np.ndarray, float]]] = [[] for _ in range(lanes)]
+    for d in order:
+        first, last = split.doc_offsets[d], split.doc_offsets[d + 1]
+        pieces = [[EOS_ID]]
+        for s in range(first, last):
+            pieces.append(split.lm_ids[split.sent_offsets[s]:split.sent_offsets[s + 1]])
+            pieces.append([EOS_ID])
+        stream = np.concatenate(pieces).astype(np.int32)
+        num_windows = -(-(len(stream) - 1) // seq_len)
+        lane = min(range(lanes), key=lambda i: len(lane_windows[i]))
+        for k in range(num_windows):
+            piece = stream[k * seq_len: (k + 1) * seq_len + 1]
+            x = np.zeros(seq_len, np.int32)
+            y = np.zeros(seq_len, np.int32)
+            x[:len(piece) - 1] = piece[:-1]
+            y[:len(piece) - 1] = piece[1:]
+            lane_windows[lane].append((x, y, 1.0 if k == 0 else 0.0))
+    num_batches = max(len(w) for w in lane_windows)
+    inputs = np.zeros((num_batches, lanes, seq_len), np.int32)
+    targets = np.zeros((num_batches, lanes, seq_len), np.int32)
+    reset = np.ones((num_batches, lanes), np.float32)
+    for lane, windows in enumerate(lane_windows):
+        for k, (x, y, r) in enumerate(windows):
+            inputs[k, lane], targets[k, lane], reset[k, lane] = x, y, r
+    return {"inputs": inputs, "targets": targets, "reset": reset}
+
+
+def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
+    """Vectorised document-minus-sentence context: ``context`` [B, 4] -> ids [B, max_bow]."""
+    doc_start, sent_start, sent_end, doc_end = tf.unstack(context, axis=1)
+    len_before = (sent_start - doc_start)[:, None]
+    len_after = (doc_end - sent_end)[:, None]
+    j = tf.range(max_bow, dtype=tf.int64)[None, :]
+    position = tf.where(j < len_before, doc_start[:, None] + j, sent_end[:, None] + j - len_before)
+    valid = j < len_before + len_after
+    ids = tf.gather(topic_ids, tf.where(valid, position, 0))
+    return tf.where(valid, ids, tf.zeros_like(ids))
+
+
+def _with_weights(batch: dict) -> dict:
+    batch["weights"] = tf.cast(tf.not_equal(batch["targets"], PAD_ID), tf.float32)
+    return batch
+
+
+def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
+                     max_bow: int | None = None, shuffle_seed: int | None = None) -> tf.data.Dataset:
+    """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
+    seed, so a resumed epoch sees the same order), ``bow`` added when ``max_bow`` is given."""
+    order = np.arange(len(examples))
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(examples))
+    inputs = tf.constant(examples.inputs)
+    targets = tf.constant(examples.targets)
+    context = tf.constant(examples.context)
+    topic_ids = tf.constant(split.topic_ids)
+
+    def gather(index):
+        batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
+        if max_bow is not None:
+            batch["bow"] = bag_of_words(tf.gather(context, index), topic_ids, max_bow)
+        return _with_weights(batch)
+
+    dataset = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
+    return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
+                     shuffle_seed: int | None = None) -> tf.data.Dataset:
+    """Document-mode batches (``batch_size`` lanes); documents shuffled with ``shuffle_seed``."""
+    order = None
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(split.num_documents)
+    lanes = document_lanes(split, seq_len, batch_size, order)
+    dataset = tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights)
+    return dataset.prefetch(tf.data.AUTOTUNE)

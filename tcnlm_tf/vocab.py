@@ -1,0 +1,109 @@
+"""Vocabularies for the language model and the topic model, built as in the papers.
+
+* LM vocabulary (Wang et al. 2018 §5, Lau et al. 2017 §4): training-split words with
+  frequency >= ``min_freq`` (10 in the papers), sorted by decreasing frequency (adaptive
+  softmax relies on this order), after three special tokens: padding (id 0), ``<unk>``,
+  ``<eos>``.
+* Topic-model vocabulary: the LM vocabulary's words minus stop words, minus the 0.1 % most
+  frequent word types, minus words that occur in fewer than ``min_docs`` training documents
+  (100 in the papers). Id 0 is padding; there is no ``<unk>``: out-of-vocabulary words are
+  simply absent from a bag of words.
+"""
+from __future__ import annotations
+
+import collections
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tcnlm_tf.corpus import Document
+from tcnlm_tf.errors import UserError
+
+PAD = "<pad>"
+UNK = "<unk>"
+EOS = "<eos>"
+LM_SPECIALS = (PAD, UNK, EOS)
+TOPIC_SPECIALS = (PAD,)
+
+DEFAULT_STOPWORDS = Path(__file__).resolve().parent / "resources" / "stopwords_en.txt"
+
+
+class Vocabulary:
+    """A word <-> id mapping; ``words[i]`` is the word with id ``i``."""
+
+    def __init__(self, words: Sequence[str], unk: str | None = None):
+        self.words = list(words)
+        self.index = {word: i for i, word in enumerate(self.words)}
+        if len(self.index) != len(self.words):
+            raise ValueError("vocabulary words must be unique")
+        self.unk_id = self.index[unk] if unk is not None else None
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def id(self, word: str) -> int | None:
+        """The word's id, ``<unk>``'s id for unknown words, or None without an ``<unk>``."""
+        return self.index.get(word, self.unk_id)
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text("\n".join(self.words) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path, unk: str | None = None) -> "Vocabulary":
+        return cls(Path(path).read_text(encoding="utf-8").splitlines(), unk=unk)
+
+
+def word_counts(documents: Iterable[Document]) -> tuple[collections.Counter, collections.Counter]:
+    """Token frequencies and document frequencies of the words of ``documents``."""
+    counts: collections.Counter = collections.Counter()
+    doc_counts: collections.Counter = collections.Counter()
+    for document in documents:
+        seen = set()
+        for sentence in document:
+            counts.update(sentence)
+            seen.update(sentence)
+        doc_counts.update(seen)
+    return counts, doc_counts
+
+
+def _by_frequency(counts: collections.Counter, words: Iterable[str]) -> list[str]:
+    return sorted(words, key=lambda w: (-counts[w], w))
+
+
+def build_lm_vocab(counts: collections.Counter, min_freq: int = 10) -> Vocabulary:
+    """LM vocabulary: specials, then words with count >= min_freq by decreasing frequency."""
+    kept = [w for w, c in counts.items() if c >= min_freq and w not in LM_SPECIALS]
+    if not kept:
+        raise UserError(
+            f"no word occurs at least {min_freq} times in the training split; "
+            "lower --min-freq or use a larger corpus")
+    return Vocabulary(list(LM_SPECIALS) + _by_frequency(counts, kept), unk=UNK)
+
+
+def load_stopwords(path: Path | None = None) -> frozenset[str]:
+    """A stop-word list (one word per line, ``#`` comments); default: the project's own list."""
+    path = Path(path) if path is not None else DEFAULT_STOPWORDS
+    if not path.is_file():
+        raise UserError(f"stop-word list not found: {path} (expected one word per line)")
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
+
+
+def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
+                      doc_counts: collections.Counter, stopwords: frozenset[str],
+                      min_docs: int = 100, top_fraction: float = 0.001) -> Vocabulary:
+    """Topic-model vocabulary: LM words minus stop words, the ``top_fraction`` most frequent
+    word types and words in fewer than ``min_docs`` documents; sorted by frequency."""
+    candidates = [w for w in lm_vocab.words if w not in LM_SPECIALS]
+    num_top = int(math.floor(top_fraction * len(candidates)))
+    too_frequent = set(_by_frequency(counts, candidates)[:num_top])
+    kept = [w for w in candidates
+            if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs]
+    if not kept:
+        raise UserError(
+            f"the topic-model vocabulary is empty: no non-stop-word is in at least {min_docs} "
+            "training documents; lower --topic-min-docs")
+    return Vocabulary(list(TOPIC_SPECIALS) + _by_frequency(counts, kept))

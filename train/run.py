@@ -1,0 +1,254 @@
+"""``python -m train.run``: train a language model and report its test perplexity.
+
+With no arguments it trains the basic LSTM on the embedded synthetic corpus and prints the
+unigram, LSTM and oracle test perplexities side by side. ``--dataset bnc`` (or ``apnews``,
+``imdb``) reads ``<data-dir>/<dataset>/{train,valid,test}.txt`` in the TDLM format.
+Everything a run produces goes to ``runs/<name>/``: ``config.json``, the vocabularies,
+``checkpoints/``, ``best/``, ``tensorboard/`` and ``metrics.json``.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from tcnlm_tf.config import (DATASETS, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
+                             RunConfig, TrainConfig, apply_preset, default_cache_dir,
+                             default_data_dir)
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: flags that may change when a run is resumed (the training budget); all others are fixed
+RESUMABLE = {"epochs", "max_steps", "patience", "log_every"}
+#: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
+#: synthetic corpus whose topic words are spread over fewer documents
+TOPIC_MIN_DOCS = {"synthetic": 5}
+
+FIELDS = {
+    "data": {f.name for f in dataclasses.fields(DataConfig)},
+    "model": {f.name for f in dataclasses.fields(ModelConfig)},
+    "train": {f.name for f in dataclasses.fields(TrainConfig)},
+}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key.strip(), int(value)
+    except ValueError:
+        try:
+            return key.strip(), float(value)
+        except ValueError:
+            return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tcnlm_tf.models import MODELS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m train.run",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="examples:\n"
+               "  python -m train.run                      # LSTM on the synthetic corpus\n"
+               "  python -m train.run --dataset apnews --data-dir ../shared/data --model lstm\n"
+               "  python -m train.run --dataset bnc --preset large --mode document\n"
+               "  python -m train.run --run-name bnc-lstm --resume\n"
+               "Bring corpora in the TDLM format (one document per line, sentences separated\n"
+               "by a TAB, tokens by a space) or make them with `python -m train.prepare`.")
+    # Defaults are None here and resolved in config_from_args, so we know what was explicit.
+    data = parser.add_argument_group("data")
+    data.add_argument("--dataset", choices=DATASETS, help="corpus (default: synthetic)")
+    data.add_argument("--data-dir", help=f"directory holding <dataset>/{{train,valid,test}}.txt "
+                      f"(default: $TCNLM_DATA_DIR or ./data, now {default_data_dir()})")
+    data.add_argument("--cache-dir", type=Path, default=None,
+                      help=f"preprocessed-corpus cache (default: $TCNLM_CACHE_DIR or ./.cache, "
+                      f"now {default_cache_dir()})")
+    data.add_argument("--min-freq", type=int, help="LM vocabulary: minimum word count (10)")
+    data.add_argument("--topic-min-docs", type=int,
+                      help="topic vocabulary: minimum document frequency (100; synthetic: 5)")
+    data.add_argument("--stopwords", help="stop-word list for the topic vocabulary "
+                      "(default: tcnlm_tf/resources/stopwords_en.txt)")
+    data.add_argument("--max-bow", type=int, help="document-context words per sentence (300)")
+    data.add_argument("--seq-len", type=int, help="LM sequence length (30)")
+    data.add_argument("--max-doc-tokens", type=int,
+                      help="skip (and count) documents longer than this (100000)")
+    data.add_argument("--synthetic", type=_key_value, action="append", metavar="KEY=VALUE",
+                      help="synthetic-corpus setting, repeatable, e.g. --synthetic train_docs=500 "
+                      "(fields of tcnlm_tf.synthetic.SyntheticConfig)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", choices=sorted(MODELS), help="model to train (default: lstm)")
+    model.add_argument("--preset", choices=sorted(PRESETS),
+                       help="small: 1x600 LSTM, large: 2x900 (default: small)")
+    model.add_argument("--mode", choices=MODES,
+                       help="sentence: each sentence on its own (papers' protocol); document: "
+                       "state carried across a document's sentences (default: sentence)")
+    model.add_argument("--num-layers", type=int, help="override the preset's LSTM layers")
+    model.add_argument("--hidden-size", type=int, help="override the preset's LSTM size")
+    model.add_argument("--embedding-dim", type=int, help="word embedding size (300)")
+    model.add_argument("--dropout", type=float, help="dropout rate (0.4)")
+    model.add_argument("--tie-embeddings", action="store_true", default=None,
+                       help="share input embedding and output weights (needs --softmax full)")
+    model.add_argument("--softmax", choices=SOFTMAXES, help="output layer (default: adaptive)")
+    model.add_argument("--cutoffs", type=_int_list,
+                       help="adaptive-softmax cluster boundaries, e.g. 2000,10000 "
+                       "(default: chosen from the vocabulary size)")
+    train = parser.add_argument_group("training")
+    train.add_argument("--batch-size", type=int, help="global batch size (64)")
+    train.add_argument("--epochs", type=int, help="maximum epochs (10)")
+    train.add_argument("--learning-rate", type=float, help="Adam learning rate (0.001)")
+    train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
+    train.add_argument("--lr-decay", type=float,
+                       help="LR factor after an epoch without improvement (0.5)")
+    train.add_argument("--patience", type=int,
+                       help="stop after this many epochs without improvement (2)")
+    train.add_argument("--max-steps", type=int, help="stop after this many optimiser steps, "
+                       "with a checkpoint to --resume from")
+    train.add_argument("--seed", type=int, help="random seed for weights and shuffling (0)")
+    train.add_argument("--log-every", type=int, help="TensorBoard scalars every N steps (20)")
+    run = parser.add_argument_group("run directory")
+    run.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                     help="where run directories are created")
+    run.add_argument("--run-name", help="run directory name (default: <dataset>-<model>[-document])")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run in --runs-dir/--run-name from its latest checkpoint")
+    return parser
+
+
+def explicit_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Config fields the user set on the command line (argparse defaults are None)."""
+    names = set().union(*FIELDS.values())
+    return {k: v for k, v in vars(args).items() if k in names and v is not None}
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """A fresh run's configuration: dataclass defaults, preset, then explicit flags."""
+    explicit = explicit_settings(args)
+    config = RunConfig()
+    for section, names in FIELDS.items():
+        target = getattr(config, section)
+        for name in names & explicit.keys():
+            setattr(target, name, explicit[name])
+    if args.synthetic:
+        config.data.synthetic = dict(args.synthetic)
+    if "topic_min_docs" not in explicit:
+        config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
+    apply_preset(config.model, set(explicit))
+    return config
+
+
+def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
+    """The saved configuration of ``run_dir`` with the training-budget flags applied."""
+    config = RunConfig.load(run_dir / "config.json")
+    explicit = explicit_settings(args)
+    fixed = sorted(set(explicit) - RESUMABLE)
+    if fixed or args.synthetic:
+        names = ", ".join("--" + n.replace("_", "-") for n in fixed + (["synthetic"] if args.synthetic else []))
+        raise UserError(f"{names} cannot change when resuming {run_dir} (its config.json "
+                        f"fixes them); only --epochs, --max-steps, --patience, --log-every can")
+    for name in RESUMABLE & explicit.keys():
+        setattr(config.train, name, explicit[name])
+    # --max-steps bounds one invocation: a saved value does not stop the resumed one.
+    config.train.max_steps = explicit.get("max_steps")
+    return config
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    return (run_dir / "checkpoints" / "checkpoint").is_file()
+
+
+def choose_run_dir(args: argparse.Namespace, config: RunConfig) -> Path:
+    """``--runs-dir/--run-name``; a fresh run never overwrites one with checkpoints: it gets
+    the next free ``-2``, ``-3``... suffix (printed)."""
+    default = f"{config.data.dataset}-{config.model.model}"
+    if config.model.mode == "document":
+        default += "-document"
+    base = args.runs_dir / (args.run_name or default)
+    run_dir, n = base, 1
+    while _has_checkpoint(run_dir):
+        n += 1
+        run_dir = base.with_name(f"{base.name}-{n}")
+    return run_dir
+
+
+def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
+    print(title)
+    for name, value in rows:
+        if value is not None:
+            print(f"  {name:<10} {value:10.2f}")
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    if args.resume:
+        if not args.run_name:
+            raise UserError("--resume needs --run-name (the run directory under --runs-dir)")
+        run_dir = args.runs_dir / args.run_name
+        if not _has_checkpoint(run_dir):
+            raise UserError(f"nothing to resume: {run_dir} has no checkpoints/ "
+                            "(start it without --resume)")
+        config = resumed_config(args, run_dir)
+    else:
+        config = config_from_args(args)
+    config.validate()
+    if not args.resume:
+        run_dir = choose_run_dir(args, config)
+
+    # TensorFlow is imported only once the arguments are known to be good: fast errors.
+    from tcnlm_tf import baselines
+    from tcnlm_tf.data import load_corpus
+    from train.trainer import Trainer, count_parameters
+
+    corpus = load_corpus(config.data, cache_dir=args.cache_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.save(run_dir / "config.json")
+    corpus.lm_vocab.save(run_dir / "lm_vocab.txt")
+    corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
+    print(f"run directory: {run_dir}")
+    print(f"corpus {corpus.name}: LM vocabulary {len(corpus.lm_vocab)}, topic vocabulary "
+          f"{len(corpus.topic_vocab)}, " + ", ".join(
+              f"{s} {a.num_documents} docs / {a.num_predicted_tokens} tokens"
+              for s, a in corpus.splits.items()))
+
+    trainer = Trainer(config, corpus, run_dir)
+    if args.resume:
+        trainer.resume()
+    print(f"model {config.model.model} ({config.model.mode} mode): "
+          f"{count_parameters(trainer.model):,} parameters on "
+          f"{trainer.num_replicas} replica(s)")
+    reason = trainer.fit()
+    if reason == "max_steps":
+        return trainer.write_metrics(stopped="max_steps")
+
+    trainer.restore_best()
+    test_ppl = trainer.evaluate_perplexity("test")
+    trainer.log_test_perplexity(test_ppl)
+    unigram = baselines.unigram_perplexity(corpus, "test")
+    oracle = baselines.oracle_perplexity(corpus, "test")
+    metrics = trainer.write_metrics(stopped=reason, test_perplexity=test_ppl,
+                                    baselines={"unigram": unigram, "oracle": oracle})
+    print_table(f"test perplexity ({corpus.name}, "
+                f"{corpus.splits['test'].num_predicted_tokens} predicted tokens):",
+                [("unigram", unigram), (config.model.model, test_ppl), ("oracle", oracle)])
+    print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir {run_dir}")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

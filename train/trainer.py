@@ -1,0 +1,309 @@
+"""The distributed training loop shared by every model.
+
+``tf.distribute.MirroredStrategy`` over all local GPUs (the CPU when there are none) runs a
+custom loop with ``strategy.run``:
+
+* objective per global batch = (sum of target NLL) / (global number of real targets)
+  + (sum of the model's auxiliary loss) / (global number of examples); both denominators
+  are all-reduced across replicas, so the loss is the same whatever the replica count;
+* gradients are summed across replicas, clipped by their *global* norm, then applied with
+  Adam (Keras's optimizer sums across replicas again, so each replica hands it its 1/R
+  share of the already-reduced gradient);
+* after each epoch: validation perplexity; on no improvement the learning rate is multiplied
+  by ``lr_decay`` and after ``patience`` such epochs training stops early;
+* ``tf.train.CheckpointManager`` checkpoints (model, optimiser, epoch, position within the
+  epoch, learning rate, best validation perplexity) at the end of every epoch and when
+  ``max_steps`` is reached; ``resume()`` restores the latest one and continues from the
+  same batch of the same epoch (the shuffle order of an epoch is a function of its number);
+* TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
+  ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms under
+  ``train/<name>``, ``valid/perplexity`` and ``test/perplexity``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tcnlm_tf.config import RunConfig
+from tcnlm_tf.data import Corpus
+from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.models import LanguageModel, build_model
+from tcnlm_tf import pipeline
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+def make_strategy() -> tf.distribute.Strategy:
+    """MirroredStrategy over all local GPUs, or over the CPU when there is none."""
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = [d.name for d in gpus] if gpus else ["/cpu:0"]
+    return tf.distribute.MirroredStrategy(devices=devices)
+
+
+def _dense(grad):
+    return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
+
+
+class Trainer:
+    """Owns the model, optimiser, checkpoints and summaries of one run directory."""
+
+    def __init__(self, config: RunConfig, corpus: Corpus, run_dir: Path,
+                 strategy: tf.distribute.Strategy | None = None,
+                 log: Callable[[str], None] = print):
+        self.config = config
+        self.corpus = corpus
+        self.run_dir = Path(run_dir)
+        self.log = log
+        self.strategy = strategy or make_strategy()
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        train = config.train
+        self.examples = {}
+        with self.strategy.scope():
+            self.model: LanguageModel = build_model(config.model, len(corpus.lm_vocab),
+                                                    len(corpus.topic_vocab))
+            self.optimizer = keras.optimizers.Adam(learning_rate=train.learning_rate)
+            self._build()
+        # Loop bookkeeping lives on the host, outside the strategy (plain variables).
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.batch_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.learning_rate = tf.Variable(train.learning_rate, dtype=tf.float32, trainable=False)
+        self.best_valid = tf.Variable(math.inf, dtype=tf.float64, trainable=False)
+        self.bad_epochs = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer, epoch=self.epoch,
+            batch_in_epoch=self.batch_in_epoch, learning_rate=self.learning_rate,
+            best_valid=self.best_valid, bad_epochs=self.bad_epochs)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.run_dir / "checkpoints", max_to_keep=3)
+        self.best_manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=self.model), self.run_dir / "best", max_to_keep=1)
+        self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+        self.history: list[dict[str, Any]] = []
+        self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
+        self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
+
+    @property
+    def step(self) -> int:
+        """Optimiser steps taken so far (restored by ``resume``)."""
+        return int(self.optimizer.iterations.numpy())
+
+    # ------------------------------------------------------------------ data
+    @property
+    def uses_state(self) -> bool:
+        return self.config.model.mode == "document"
+
+    def dataset(self, split: str, shuffle_seed: int | None = None) -> tf.data.Dataset:
+        """The batches of ``split`` for this run's mode (global batch size)."""
+        data, batch_size = self.config.data, self.config.train.batch_size
+        arrays = self.corpus.splits[split]
+        if self.uses_state:
+            return pipeline.document_dataset(arrays, data.seq_len, batch_size, shuffle_seed)
+        if split not in self.examples:
+            self.examples[split] = pipeline.sentence_examples(arrays, data.seq_len)
+        max_bow = data.max_bow if self.model.uses_bow else None
+        return pipeline.sentence_dataset(arrays, self.examples[split], batch_size, max_bow,
+                                         shuffle_seed)
+
+    def _build(self) -> None:
+        """Create every variable (model and optimiser) so checkpoints can be restored."""
+        batch = next(iter(self.dataset("valid").take(1)))
+        self.model(batch, training=False)
+        self.optimizer.build(self.model.trainable_variables)
+
+    # ----------------------------------------------------------------- steps
+    def _replica_train_step(self, batch, state):
+        ctx = tf.distribute.get_replica_context()
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            terms = self.model.loss_terms(batch, training=True, state=state)
+            tokens = ctx.all_reduce(SUM, terms["tokens"])
+            examples = ctx.all_reduce(SUM, terms["examples"])
+            loss = (terms["nll_sum"] / tf.maximum(tokens, 1.0)
+                    + terms["aux_loss"] / tf.maximum(examples, 1.0))
+        grads = ctx.all_reduce(SUM, [_dense(g) for g in tape.gradient(loss, variables)])
+        grads, grad_norm = tf.clip_by_global_norm(grads, self.config.train.clip_norm)
+        self.optimizer.apply([g / self.num_replicas for g in grads], variables)
+        return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],
+                "examples": terms["examples"], "aux_loss": terms["aux_loss"],
+                "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
+                "state": terms["state"]}
+
+    def _distributed_train_step(self, batch, state):
+        out = self.strategy.run(self._replica_train_step, args=(batch, state))
+        return self._reduce(out), out["state"]
+
+    def _replica_eval_step(self, batch, state):
+        terms = self.model.loss_terms(batch, training=False, state=state)
+        return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"], "state": terms["state"]}
+
+    def _distributed_eval_step(self, batch, state):
+        out = self.strategy.run(self._replica_eval_step, args=(batch, state))
+        return self._reduce(out), out["state"]
+
+    def _reduce(self, out: dict) -> dict:
+        """Sum every per-replica scalar (nested dicts too) except the carried state."""
+        return {key: (self._reduce(value) if isinstance(value, dict)
+                      else self.strategy.reduce(SUM, value, axis=None))
+                for key, value in out.items() if key not in ("state",)}
+
+    # ------------------------------------------------------------ evaluation
+    def evaluate(self, split: str) -> tuple[float, float]:
+        """Total NLL and number of predicted tokens of ``split`` (dropout off)."""
+        nll, tokens, state = 0.0, 0.0, None
+        for batch in self.strategy.experimental_distribute_dataset(self.dataset(split)):
+            sums, new_state = self._eval_step(batch, state)
+            state = new_state if self.uses_state else None
+            nll += float(sums["nll_sum"])
+            tokens += float(sums["tokens"])
+        return nll, tokens
+
+    def evaluate_perplexity(self, split: str) -> float:
+        return perplexity(*self.evaluate(split))
+
+    # -------------------------------------------------------------- training
+    def resume(self) -> bool:
+        """Restore the latest checkpoint; False when the run has none."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return False
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        self.optimizer.learning_rate.assign(self.learning_rate)
+        metrics = self.run_dir / "metrics.json"
+        if metrics.is_file():
+            self.history = json.loads(metrics.read_text())["epochs"]
+        self.log(f"resumed from {latest}: epoch {int(self.epoch) + 1}, batch "
+                 f"{int(self.batch_in_epoch)}, step {self.step}")
+        return True
+
+    def fit(self) -> str:
+        """Train until ``epochs``, early stopping or ``max_steps``; returns why it stopped:
+        ``'epochs'``, ``'early_stopping'`` or ``'max_steps'``."""
+        train = self.config.train
+        while int(self.epoch) < train.epochs:
+            if not self._train_epoch():
+                self.manager.save(checkpoint_number=self.step)
+                self.log(f"stopped after {self.step} steps (--max-steps); "
+                         f"checkpoint in {self.manager.directory}; continue with --resume")
+                return "max_steps"
+            if self._end_epoch():
+                return "early_stopping"
+        return "epochs"
+
+    def _train_epoch(self) -> bool:
+        """One (possibly resumed) epoch; False when ``max_steps`` interrupted it."""
+        train = self.config.train
+        epoch = int(self.epoch)
+        dataset = self.dataset("train", shuffle_seed=train.seed * 1000 + epoch)
+        num_batches = int(dataset.cardinality())
+        skip = int(self.batch_in_epoch)
+        dist = self.strategy.experimental_distribute_dataset(dataset.skip(skip))
+        bar = keras.utils.Progbar(num_batches, verbose=1 if sys.stdout.isatty() else 2,
+                                  stateful_metrics=["ppl", "lr"], unit_name="batch")
+        self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches)")
+        window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter(), "steps": 0}
+        epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
+        state = None
+        for index, batch in enumerate(dist, start=skip):
+            sums, new_state = self._train_step(batch, state)
+            state = new_state if self.uses_state else None
+            step = self.step
+            self.batch_in_epoch.assign(index + 1)
+            nll, tokens = float(sums["nll_sum"]), float(sums["tokens"])
+            epoch_nll += nll
+            epoch_tokens += tokens
+            window["nll"] += nll
+            window["tokens"] += tokens
+            window["steps"] += 1
+            bar.update(index + 1, [("loss", nll / max(tokens, 1.0)),
+                                   ("ppl", perplexity(epoch_nll, max(epoch_tokens, 1.0))),
+                                   ("lr", float(self.learning_rate))])
+            if step % train.log_every == 0:
+                self._log_train_window(step, window, sums)
+            if train.max_steps is not None and step >= train.max_steps:
+                return False
+        self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
+                              "seconds": time.perf_counter() - epoch_start,
+                              "tokens_per_sec": epoch_tokens / (time.perf_counter() - epoch_start)}
+        return True
+
+    def _log_train_window(self, step: int, window: dict, sums: dict) -> None:
+        elapsed = time.perf_counter() - window["start"]
+        loss = window["nll"] / max(window["tokens"], 1.0)
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("train/loss", loss)
+            tf.summary.scalar("train/perplexity", math.exp(min(loss, 50.0)))
+            tf.summary.scalar("train/learning_rate", float(self.learning_rate))
+            tf.summary.scalar("train/tokens_per_sec", window["tokens"] / max(elapsed, 1e-9))
+            tf.summary.scalar("train/grad_norm", float(sums["grad_norm"]))
+            examples = max(float(sums["examples"]), 1.0)
+            for name, value in sums["aux_metrics"].items():
+                tf.summary.scalar(f"train/{name}", float(value) / examples)
+        window.update(nll=0.0, tokens=0.0, start=time.perf_counter(), steps=0)
+
+    def _end_epoch(self) -> bool:
+        """Validate, decay/early-stop, checkpoint; True when training should stop."""
+        train = self.config.train
+        epoch = int(self.epoch) + 1
+        valid_ppl = self.evaluate_perplexity("valid")
+        step = self.step
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("valid/perplexity", valid_ppl)
+        self.writer.flush()
+        improved = valid_ppl < float(self.best_valid)
+        if improved:
+            self.best_valid.assign(valid_ppl)
+            self.bad_epochs.assign(0)
+            self.best_manager.save(checkpoint_number=step)
+        else:
+            self.bad_epochs.assign_add(1)
+            self.learning_rate.assign(self.learning_rate * train.lr_decay)
+            self.optimizer.learning_rate.assign(self.learning_rate)
+        self.history.append({"epoch": epoch, "step": step, "valid_perplexity": valid_ppl,
+                             "learning_rate": float(self.learning_rate), **self.epoch_summary})
+        self.epoch.assign(epoch)
+        self.batch_in_epoch.assign(0)
+        self.manager.save(checkpoint_number=step)
+        self.write_metrics()
+        self.log(f"epoch {epoch}: train loss {self.epoch_summary['train_loss']:.4f}, "
+                 f"valid perplexity {valid_ppl:.2f}{' (best)' if improved else ''}, "
+                 f"{self.epoch_summary['tokens_per_sec']:.0f} tokens/s")
+        stop = int(self.bad_epochs) >= train.patience
+        if stop:
+            self.log(f"early stopping: no improvement for {train.patience} epochs")
+        return stop
+
+    def restore_best(self) -> None:
+        """Load the weights with the best validation perplexity (if any epoch finished)."""
+        if self.best_manager.latest_checkpoint:
+            tf.train.Checkpoint(model=self.model).restore(
+                self.best_manager.latest_checkpoint).assert_existing_objects_matched()
+
+    def write_metrics(self, **extra: Any) -> dict[str, Any]:
+        """Write ``metrics.json`` (history, best validation perplexity, any ``extra``)."""
+        path = self.run_dir / "metrics.json"
+        metrics = json.loads(path.read_text()) if path.is_file() else {}
+        metrics.update({"dataset": self.config.data.dataset, "model": self.config.model.model,
+                        "mode": self.config.model.mode, "epochs": self.history,
+                        "steps": self.step,
+                        "best_valid_perplexity": (None if math.isinf(float(self.best_valid))
+                                                  else float(self.best_valid))})
+        metrics.update(extra)
+        path.write_text(json.dumps(metrics, indent=2) + "\n")
+        return metrics
+
+    def log_test_perplexity(self, value: float) -> None:
+        with self.writer.as_default(step=self.step):
+            tf.summary.scalar("test/perplexity", value)
+        self.writer.flush()
+
+
+def count_parameters(model: keras.Model) -> int:
+    return int(sum(np.prod(v.shape) for v in model.trainable_variables))
