@@ -23,6 +23,7 @@ from typing import Any
 from tcnlm_tf.errors import UserError
 
 DATASETS = ("synthetic", "apnews", "imdb", "bnc")
+MODEL_NAMES = ("lstm",)  # every entry has a builder in tcnlm_tf.models.MODELS
 MODES = ("sentence", "document")
 SOFTMAXES = ("adaptive", "full")
 
@@ -123,6 +124,7 @@ class RunConfig:
         """Reject invalid settings and flag combinations before any work starts."""
         d, m, t = self.data, self.model, self.train
         checks = [
+            (m.model in MODEL_NAMES, f"unknown --model {m.model!r}; choose one of {MODEL_NAMES}"),
             (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
             (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
             (m.softmax in SOFTMAXES, f"unknown --softmax {m.softmax!r}; choose one of {SOFTMAXES}"),

@@ -11,7 +11,9 @@ documents. Bad lines never crash the reader: each kind is skipped and counted in
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
+from typing import BinaryIO, Callable, Iterable
 
 from tcnlm_tf.errors import UserError
 
@@ -29,8 +31,7 @@ class ReadStats:
     documents: int = 0
     sentences: int = 0
     tokens: int = 0
-    empty_lines: int = 0
-    empty_documents: int = 0
+    empty_lines: int = 0            # blank lines: documents without a single token
     empty_sentences: int = 0
     undecodable_lines: int = 0
     overlong_documents: int = 0
@@ -43,7 +44,7 @@ class ReadStats:
     def problems(self, path: Path) -> list[str]:
         """One human-readable line per kind of skipped input, naming the first offending line."""
         lines = []
-        for kind in ("empty_lines", "empty_documents", "empty_sentences",
+        for kind in ("empty_lines", "empty_sentences",
                      "undecodable_lines", "overlong_documents"):
             count = getattr(self, kind)
             if count:
@@ -77,18 +78,14 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
             except UnicodeDecodeError:
                 stats.note("undecodable_lines", line_number)
                 continue
-            if not line.strip():
+            document = parse_document(line)
+            if not document:
                 stats.note("empty_lines", line_number)
                 continue
-            raw_sentences = line.rstrip("\r\n").split("\t")
-            document = parse_document(line)
-            dropped = len(raw_sentences) - len(document)
+            dropped = line.count("\t") + 1 - len(document)
             if dropped:
                 stats.empty_sentences += dropped
                 stats.first_bad_line.setdefault("empty_sentences", line_number)
-            if not document:
-                stats.note("empty_documents", line_number)
-                continue
             num_tokens = sum(len(sentence) for sentence in document)
             if num_tokens > max_doc_tokens:
                 stats.note("overlong_documents", line_number)
@@ -100,12 +97,35 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
     return documents, stats
 
 
-def write_corpus_file(path: Path, documents: list[Document]) -> None:
-    """Write documents in the TDLM format (atomically: a temporary file, then a rename)."""
+def format_document(document: Document) -> str:
+    """One document as a TDLM-format line (without the newline)."""
+    return "\t".join(" ".join(sentence) for sentence in document)
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call ``write(binary_file)`` on a temporary file beside ``path``, flush it to disk and
+    rename it onto ``path``: an interrupted write never leaves a partial file behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for document in documents:
-            handle.write("\t".join(" ".join(sentence) for sentence in document) + "\n")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> None:
+    """Write ``lines`` (newline added to each) to ``path`` atomically, UTF-8."""
+    def write(handle: BinaryIO) -> None:
+        for line in lines:
+            handle.write(line.encode("utf-8") + b"\n")
+    atomic_write(path, write)
+
+
+def write_corpus_file(path: Path, documents: Iterable[Document]) -> None:
+    """Write documents in the TDLM format, atomically."""
+    write_lines(path, (format_document(document) for document in documents))

@@ -24,7 +24,7 @@ Pipeline
    their first ``max_doc_tokens`` tokens (and counted); documents with no token are skipped.
 4. **Split** (:func:`assign_splits`): a shuffle seeded by ``seed`` assigns documents to
    train/valid/test by the given fractions; each split keeps the input's document order.
-5. **Write** (:func:`write_corpus_file`): each file is written to a temporary file in the
+5. **Write** (:func:`tcnlm_tf.corpus.write_lines`): each file is written to a temporary file in the
    output directory and renamed into place. Existing output files are only replaced with
    ``force=True``.
 
@@ -36,11 +36,9 @@ before any document is split.
 from __future__ import annotations
 
 import codecs
-import os
 import random
 import re
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +47,7 @@ from typing import Callable, Iterable, Sequence
 from nltk.tokenize import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
 
+from tcnlm_tf.corpus import format_document, write_lines
 from tcnlm_tf.errors import UserError
 
 SPLIT_NAMES = ("train", "valid", "test")
@@ -304,21 +303,6 @@ def assign_splits(num_documents: int, fractions: Sequence[float], seed: int) -> 
     return [sorted(order[start:end]) for start, end in zip(starts, cuts)]
 
 
-def write_corpus_file(path: Path, lines: Iterable[str]) -> None:
-    """Write ``lines`` (one document each) to ``path`` atomically: temp file, then rename."""
-    handle = tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", newline="\n", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
-    )
-    try:
-        with handle:
-            for line in lines:
-                handle.write(line + "\n")
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
-
-
 def _output_paths(output_dir: Path, split: Sequence[float] | None, output_name: str, force: bool) -> list[Path]:
     """Output file paths; refuses (UserError) a bad name or existing files without ``force``."""
     if split is None and (not output_name or Path(output_name).name != output_name):
@@ -349,7 +333,7 @@ def _prepare_documents(
         if not kept:
             counts["empty_documents"] += 1
         else:
-            line = "\t".join(" ".join(tokens) for tokens in kept)
+            line = format_document(kept)
             documents.append(_Document(line, len(kept), num_tokens))
         if log and index % PROGRESS_EVERY == 0:
             log(f"tokenized {index}/{len(texts)} documents")
@@ -403,7 +387,7 @@ def prepare_corpus(
     outputs = []
     for path, indices in zip(paths, groups):
         chosen = [documents[i] for i in indices]
-        write_corpus_file(path, (doc.line for doc in chosen))
+        write_lines(path, (doc.line for doc in chosen))
         outputs.append(
             SplitSummary(path, len(chosen), sum(d.sentences for d in chosen), sum(d.tokens for d in chosen))
         )

@@ -39,20 +39,19 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import itertools
 import json
-import os
 import pathlib
 import zipfile
 from typing import Callable, Sequence
 
 import numpy as np
 
+from tcnlm_tf.corpus import atomic_write, write_corpus_file
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.vocab import DEFAULT_STOPWORDS as STOPWORDS_PATH, load_stopwords
 
 SPLITS = ("train", "valid", "test")
-STOPWORDS_PATH = pathlib.Path(__file__).resolve().parent / "resources" / "stopwords_en.txt"
 TRUTH_FILE = "truth.npz"
 
 _CONSONANTS = "bdfgklmnprstvz"
@@ -159,13 +158,6 @@ class SyntheticTruth:
 
 def _max_content_words() -> int:
     return (len(_CONSONANTS) * len(_VOWELS)) ** _SYLLABLES_PER_WORD - len(load_stopwords())
-
-
-@functools.lru_cache(maxsize=None)
-def load_stopwords(path: pathlib.Path = STOPWORDS_PATH) -> frozenset[str]:
-    """The project's stop-word list: one word a line, ``#`` lines are comments."""
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-    return frozenset(w.strip() for w in lines if w.strip() and not w.startswith("#"))
 
 
 def _content_words(rng: np.random.Generator, count: int, stopwords: frozenset[str]) -> list[str]:
@@ -320,25 +312,6 @@ def generate(config: SyntheticConfig) -> tuple[dict[str, list[list[list[str]]]],
 # ----------------------------------------------------------------------------- files
 
 
-def _atomic_write(path: pathlib.Path, write: Callable) -> None:
-    """Call ``write(binary_file)`` on a temporary file, flush it to disk, rename onto ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _tdlm_text(documents: list[list[list[str]]]) -> bytes:
-    """TDLM format: one document a line, sentences joined by TAB, tokens by one space."""
-    lines = ("\t".join(" ".join(s) for s in doc) + "\n" for doc in documents)
-    return "".join(lines).encode("utf-8")
-
-
 def _truth_arrays(truth: SyntheticTruth) -> dict[str, np.ndarray]:
     arrays = {
         "words": np.array(truth.words),
@@ -378,8 +351,8 @@ def write_corpus(directory: pathlib.Path, config: SyntheticConfig) -> pathlib.Pa
     (directory / TRUTH_FILE).unlink(missing_ok=True)
     corpus, truth = generate(config)
     for split in SPLITS:
-        _atomic_write(directory / f"{split}.txt", lambda f: f.write(_tdlm_text(corpus[split])))
-    _atomic_write(directory / TRUTH_FILE, lambda f: np.savez_compressed(f, **_truth_arrays(truth)))
+        write_corpus_file(directory / f"{split}.txt", corpus[split])
+    atomic_write(directory / TRUTH_FILE, lambda f: np.savez_compressed(f, **_truth_arrays(truth)))
     return directory
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import math
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -83,6 +84,7 @@ def build_lm_vocab(counts: collections.Counter, min_freq: int = 10) -> Vocabular
     return Vocabulary(list(LM_SPECIALS) + _by_frequency(counts, kept), unk=UNK)
 
 
+@functools.lru_cache(maxsize=8)
 def load_stopwords(path: Path | None = None) -> frozenset[str]:
     """A stop-word list (one word per line, ``#`` comments); default: the project's own list."""
     path = Path(path) if path is not None else DEFAULT_STOPWORDS

@@ -328,15 +328,16 @@ def test_load_truth_without_corpus_is_a_user_error(tmp_path):
 
 def test_interrupted_rewrite_never_looks_complete(tmp_path, monkeypatch):
     syn.write_corpus(tmp_path, TINY)
-    real_text, calls = syn._tdlm_text, []
+    real_write, calls = syn.write_corpus_file, []
 
-    def crash_on_second_file(documents):
+    def crash_on_second_file(path, documents):
         calls.append(1)
         if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_text(documents)
+            # die half-way through the file, as an interrupted write would
+            syn.atomic_write(path, lambda f: (f.write(b"partial"), (_ for _ in ()).throw(KeyboardInterrupt)))
+        return real_write(path, documents)
 
-    monkeypatch.setattr(syn, "_tdlm_text", crash_on_second_file)
+    monkeypatch.setattr(syn, "write_corpus_file", crash_on_second_file)
     with pytest.raises(KeyboardInterrupt):
         syn.write_corpus(tmp_path, dataclasses.replace(TINY, seed=5))
     monkeypatch.undo()

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.config import (DATASETS, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
+from tcnlm_tf.config import (DATASETS, MODEL_NAMES, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
                              RunConfig, TrainConfig, apply_preset, default_cache_dir,
                              default_data_dir)
+from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: flags that may change when a run is resumed (the training budget); all others are fixed
@@ -57,12 +58,10 @@ def _key_value(text: str) -> tuple[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tcnlm_tf.models import MODELS
-
     parser = argparse.ArgumentParser(
         prog="python -m train.run",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  python -m train.run                      # LSTM on the synthetic corpus\n"
                "  python -m train.run --dataset apnews --data-dir ../shared/data --model lstm\n"
@@ -91,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="synthetic-corpus setting, repeatable, e.g. --synthetic train_docs=500 "
                       "(fields of tcnlm_tf.synthetic.SyntheticConfig)")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=sorted(MODELS), help="model to train (default: lstm)")
+    model.add_argument("--model", choices=MODEL_NAMES, help="model to train (default: lstm)")
     model.add_argument("--preset", choices=sorted(PRESETS),
                        help="small: 1x600 LSTM, large: 2x900 (default: small)")
     model.add_argument("--mode", choices=MODES,
@@ -122,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--log-every", type=int, help="TensorBoard scalars every N steps (20)")
     run = parser.add_argument_group("run directory")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                     help="where run directories are created")
+                     help="where run directories are created (default: runs)")
     run.add_argument("--run-name", help="run directory name (default: <dataset>-<model>[-document])")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --runs-dir/--run-name from its latest checkpoint")
@@ -209,12 +208,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.resume:
         run_dir = choose_run_dir(args, config)
 
-    # TensorFlow is imported only once the arguments are known to be good: fast errors.
+    corpus = load_corpus(config.data, cache_dir=args.cache_dir)
+    # TensorFlow is imported only once flags and data are known to be good: fast errors.
     from tcnlm_tf import baselines
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.metrics import perplexity
     from train.trainer import Trainer, count_parameters
 
-    corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     config.save(run_dir / "config.json")
     corpus.lm_vocab.save(run_dir / "lm_vocab.txt")
@@ -236,14 +235,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return trainer.write_metrics(stopped="max_steps")
 
     trainer.restore_best()
-    test_ppl = trainer.evaluate_perplexity("test")
+    test_nll, test_tokens = trainer.evaluate("test")
+    test_ppl = perplexity(test_nll, test_tokens)
     trainer.log_test_perplexity(test_ppl)
     unigram = baselines.unigram_perplexity(corpus, "test")
     oracle = baselines.oracle_perplexity(corpus, "test")
     metrics = trainer.write_metrics(stopped=reason, test_perplexity=test_ppl,
+                                    test_tokens=int(test_tokens),
                                     baselines={"unigram": unigram, "oracle": oracle})
-    print_table(f"test perplexity ({corpus.name}, "
-                f"{corpus.splits['test'].num_predicted_tokens} predicted tokens):",
+    print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",
                 [("unigram", unigram), (config.model.model, test_ppl), ("oracle", oracle)])
     print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir {run_dir}")
     return metrics

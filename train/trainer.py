@@ -65,6 +65,7 @@ class Trainer:
         self.strategy = strategy or make_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
+        keras.utils.set_random_seed(train.seed)
         self.examples = {}
         with self.strategy.scope():
             self.model: LanguageModel = build_model(config.model, len(corpus.lm_vocab),

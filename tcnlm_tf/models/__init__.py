@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from layers.adaptive_softmax import default_cutoffs
-from tcnlm_tf.config import ModelConfig
+from tcnlm_tf.config import MODEL_NAMES, ModelConfig
 from tcnlm_tf.models.base import LanguageModel, ModelOutput
 from tcnlm_tf.models.lstm import LSTMLanguageModel
 
@@ -31,6 +31,7 @@ def _lstm(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> Lan
 MODELS: dict[str, Callable[[ModelConfig, int, int], LanguageModel]] = {
     "lstm": _lstm,
 }
+assert set(MODELS) == set(MODEL_NAMES), "tcnlm_tf.config.MODEL_NAMES must list every model"
 
 
 def build_model(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> LanguageModel:

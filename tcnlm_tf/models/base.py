@@ -17,8 +17,8 @@ import tensorflow as tf
 
 @dataclasses.dataclass
 class ModelOutput:
-    """``target_log_probs`` [B, L]: log p(target_t | history, context) (0 where padded is fine,
-    the loss multiplies by ``weights``); ``state``: nested tensors to carry, or None;
+    """``target_log_probs`` [B, L]: log p(target_t | history, context) (any value where
+    padded: the loss masks those positions out with ``weights``); ``state``: nested tensors to carry, or None;
     ``aux_loss``: a scalar *sum over the batch's examples* added to the objective after
     division by the global example count (0 for plain LMs); ``aux_metrics``: named scalar
     sums over examples, logged to TensorBoard divided by the example count."""
@@ -46,8 +46,10 @@ class LanguageModel(keras.Model):
         ``aux_metrics`` and the new ``state``."""
         out = self(batch, training=training, state=state)
         weights = batch["weights"]
+        # where, not a product: a padded position may carry log p = -inf.
+        nll = tf.where(weights > 0, -out.target_log_probs * weights, 0.0)
         return {
-            "nll_sum": -tf.reduce_sum(out.target_log_probs * weights),
+            "nll_sum": tf.reduce_sum(nll),
             "tokens": tf.reduce_sum(weights),
             "examples": tf.cast(tf.shape(weights)[0], tf.float32),
             "aux_loss": tf.convert_to_tensor(out.aux_loss, tf.float32),

@@ -1,0 +1,70 @@
+"""Command-line behaviour: --help, and bad input as one `error:` line with exit status 2."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def run(*args, cwd=REPO_ROOT):
+    return subprocess.run([sys.executable, "-m", "train.run", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_help_lists_datasets_models_and_examples():
+    result = run("--help")
+    assert result.returncode == 0
+    for text in ("--dataset", "bnc", "--model", "--resume", "--mode", "TDLM format"):
+        assert text in result.stdout
+
+
+def test_missing_dataset_exits_2_naming_path_format_and_source(tmp_path):
+    result = run("--dataset", "bnc", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path))
+    assert_one_line_error(result, str(tmp_path / "bnc" / "train.txt"),
+                          "one document per line", "github.com/jhlau", "--data-dir")
+
+
+def test_missing_dataset_via_environment_variable(tmp_path):
+    env_dir = tmp_path / "corpora"
+    result = subprocess.run([sys.executable, "-m", "train.run", "--dataset", "imdb"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env={"TCNLM_DATA_DIR": str(env_dir), "PATH": "/usr/bin:/bin"})
+    assert_one_line_error(result, str(env_dir / "imdb" / "train.txt"))
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--tie-embeddings"], "--softmax full"),
+    (["--softmax", "full", "--cutoffs", "100"], "--cutoffs"),
+    (["--epochs", "0"], "--epochs"),
+    (["--dropout", "1.5"], "--dropout"),
+    (["--resume"], "--run-name"),
+    (["--synthetic", "no_such_field=3"], "no_such_field"),
+])
+def test_invalid_flags_are_rejected_up_front(tmp_path, args, fragment):
+    result = run(*args, "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path))
+    assert_one_line_error(result, fragment)
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path):
+    result = run("--resume", "--run-name", "nothing", "--runs-dir", str(tmp_path))
+    assert_one_line_error(result, "nothing to resume", str(tmp_path / "nothing"))
+
+
+def test_resume_refuses_to_change_the_model(tmp_path):
+    run_dir = tmp_path / "runs" / "x"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "checkpoint").write_text("")
+    (run_dir / "config.json").write_text("{}")
+    result = run("--resume", "--run-name", "x", "--runs-dir", str(tmp_path / "runs"),
+                 "--hidden-size", "10")
+    assert_one_line_error(result, "--hidden-size cannot change")

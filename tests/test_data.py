@@ -1,0 +1,70 @@
+"""Corpus location, the h5py cache (reused, rebuilt on file or setting changes) and the
+shared APNEWS sample."""
+import pytest
+
+from tcnlm_tf.config import DataConfig
+from tcnlm_tf.data import load_corpus
+from tcnlm_tf.errors import UserError
+
+
+def write_corpus(root, name="apnews", extra=""):
+    doc = "the vote was held\tthe party won the vote\n"
+    other = "a goal in the match\tthe team won the match\n"
+    for split in ("train", "valid", "test"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / f"{split}.txt").write_text(doc * 6 + other * 6 + extra)
+
+
+def config(root, **kwargs):
+    settings = {"min_freq": 2, "topic_min_docs": 2, **kwargs}
+    return DataConfig(dataset="apnews", data_dir=str(root), **settings)
+
+
+def test_cache_is_reused_and_rebuilt_when_files_or_settings_change(tmp_path):
+    write_corpus(tmp_path / "data")
+    logs = []
+    first = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
+    assert any("preparing" in line for line in logs) and first.cache_path.is_file()
+    logs.clear()
+    again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
+    assert not any("preparing" in line for line in logs)
+    assert again.cache_path == first.cache_path
+    assert again.lm_vocab.words == first.lm_vocab.words
+    for split in ("train", "valid", "test"):
+        assert (again.splits[split].lm_ids == first.splits[split].lm_ids).all()
+
+    changed_setting = load_corpus(config(tmp_path / "data", min_freq=3),
+                                  cache_dir=tmp_path / "cache", log=logs.append)
+    assert changed_setting.cache_path != first.cache_path
+
+    write_corpus(tmp_path / "data", extra="a new document\n")
+    logs.clear()
+    changed_file = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache",
+                               log=logs.append)
+    assert any("preparing" in line for line in logs)
+    assert changed_file.cache_path != first.cache_path
+    assert changed_file.splits["train"].num_documents == first.splits["train"].num_documents + 1
+
+
+def test_skipped_lines_are_logged_with_file_and_line(tmp_path):
+    write_corpus(tmp_path / "data", extra="\n\xff\n")
+    logs = []
+    load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
+    assert any("train.txt: skipped 1 empty lines (first at line 13)" in line for line in logs)
+
+
+def test_missing_corpus_names_path_format_and_source(tmp_path):
+    with pytest.raises(UserError) as err:
+        load_corpus(DataConfig(dataset="bnc", data_dir=str(tmp_path)), cache_dir=tmp_path)
+    message = str(err.value)
+    assert str(tmp_path / "bnc" / "train.txt") in message
+    assert "one document per line" in message and "github.com/jhlau" in message
+    assert "\n" not in message
+
+
+def test_shared_apnews_sample_loads(shared_data_dir, tmp_path):
+    corpus = load_corpus(DataConfig(dataset="apnews", data_dir=str(shared_data_dir)),
+                         cache_dir=tmp_path)
+    assert [corpus.splits[s].num_documents for s in ("train", "valid", "test")] == [1700, 150, 150]
+    assert corpus.lm_vocab.words[:3] == ["<pad>", "<unk>", "<eos>"]
+    assert "the" in corpus.lm_vocab and "the" not in corpus.topic_vocab

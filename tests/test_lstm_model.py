@@ -1,0 +1,74 @@
+"""The basic-LSTM LM: carried state, resets, and exact output distributions."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tcnlm_tf.models.lstm import LSTMLanguageModel
+
+V = 40
+
+
+def batch(inputs, targets, reset=None):
+    inputs, targets = tf.constant(inputs), tf.constant(targets)
+    out = {"inputs": inputs, "targets": targets, "weights": tf.cast(targets != 0, tf.float32)}
+    if reset is not None:
+        out["reset"] = tf.constant(reset, tf.float32)
+    return out
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, num_layers=2, dropout=0.3,
+                          cutoffs=(10, 20))
+    rng = np.random.default_rng(0)
+    stream = rng.integers(3, V, size=(3, 13))
+    m.stream = stream
+    m(batch(stream[:, :12], stream[:, 1:]))
+    return m
+
+
+def test_carrying_state_across_windows_equals_one_long_sequence(model):
+    s = model.stream
+    whole = model(batch(s[:, :12], s[:, 1:])).target_log_probs.numpy()
+    first = model(batch(s[:, :6], s[:, 1:7]))
+    second = model(batch(s[:, 6:12], s[:, 7:13], reset=[0, 0, 0]), state=first.state)
+    split = np.concatenate([first.target_log_probs.numpy(), second.target_log_probs.numpy()], 1)
+    np.testing.assert_allclose(split, whole, atol=1e-5)
+
+
+def test_reset_zeroes_the_carried_state_per_lane(model):
+    s = model.stream
+    first = model(batch(s[:, :6], s[:, 1:7]))
+    fresh = model(batch(s[:, 6:12], s[:, 7:13])).target_log_probs.numpy()
+    carried = model(batch(s[:, 6:12], s[:, 7:13], reset=[1, 0, 1]),
+                    state=first.state).target_log_probs.numpy()
+    np.testing.assert_allclose(carried[[0, 2]], fresh[[0, 2]], atol=1e-5)
+    assert not np.allclose(carried[1], fresh[1], atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs", [{"cutoffs": (10, 20)}, {"cutoffs": ()},
+                                    {"tie_embeddings": True}])
+def test_full_distribution_sums_to_one_and_matches_target_log_prob(kwargs):
+    m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, **kwargs)
+    s = np.random.default_rng(1).integers(3, V, size=(2, 7))
+    b = batch(s[:, :6], s[:, 1:])
+    target_lp = m(b).target_log_probs.numpy()
+    hidden, _ = m.encode(b["inputs"])
+    full = m.log_probs(hidden).numpy()
+    np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.take_along_axis(full, s[:, 1:, None], -1)[..., 0], target_lp,
+                               atol=1e-5)
+
+
+def test_tied_embeddings_share_the_input_matrix():
+    m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, tie_embeddings=True)
+    s = np.random.default_rng(2).integers(3, V, size=(2, 7))
+    m(batch(s[:, :6], s[:, 1:]))
+    names = [v.path for v in m.trainable_variables]
+    assert not any("softmax" in n for n in names)
+    with tf.GradientTape() as tape:
+        loss = -tf.reduce_sum(m(batch(s[:, :6], s[:, 1:])).target_log_probs)
+    grad = tape.gradient(loss, m.embedding.embeddings)
+    # rows of words that only appear as targets still get gradient through the output layer
+    only_targets = sorted(set(s[:, 6]) - set(s[:, :6].ravel()))
+    assert only_targets and np.abs(tf.convert_to_tensor(grad).numpy()[only_targets]).sum() > 0

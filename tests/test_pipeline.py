@@ -1,0 +1,90 @@
+"""Examples and batches: every target predicted exactly once, the document-minus-sentence
+context, and document lanes that rebuild each document's token stream."""
+import numpy as np
+
+from tcnlm_tf import pipeline
+from tcnlm_tf.data import encode_split
+from tcnlm_tf.vocab import Vocabulary, LM_SPECIALS, TOPIC_SPECIALS, UNK
+
+WORDS = [f"w{i}" for i in range(10)]
+LM = Vocabulary(list(LM_SPECIALS) + WORDS, unk=UNK)
+TOPIC = Vocabulary(list(TOPIC_SPECIALS) + ["w1", "w2", "w3"])
+DOCS = [
+    [["w1", "w4"], ["w2", "w5", "w6", "w7", "w8", "w9", "w0"], ["w3"]],
+    [["w5", "w1", "zzz"]],
+    [["w2"], ["w3", "w3"]],
+]
+SPLIT = encode_split(DOCS, LM, TOPIC)
+EOS = pipeline.EOS_ID
+
+
+def ids(words):
+    return [LM.id(w) for w in words]
+
+
+def test_encode_split_offsets_and_unknown_words():
+    assert SPLIT.num_documents == 3 and SPLIT.num_sentences == 6
+    assert list(SPLIT.lm_ids[SPLIT.sent_offsets[3]:SPLIT.sent_offsets[4]]) == ids(["w5", "w1"]) + [1]
+    assert SPLIT.num_predicted_tokens == 16 + 6
+
+
+def test_sentence_examples_cut_long_sentences_and_predict_each_target_once():
+    examples = pipeline.sentence_examples(SPLIT, seq_len=3)
+    # sentence 2 has 7 words -> 8 targets -> 3 sequences of at most 3
+    assert len(examples) == 1 + 3 + 1 + 2 + 1 + 1
+    assert (examples.targets != 0).sum() == SPLIT.num_predicted_tokens
+    long = ids(["w2", "w5", "w6", "w7", "w8", "w9", "w0"])
+    stream = [EOS] + long + [EOS]
+    np.testing.assert_array_equal(examples.inputs[1:4].ravel()[:8], stream[:8])
+    np.testing.assert_array_equal(examples.targets[1:4].ravel()[:8], stream[1:9])
+    np.testing.assert_array_equal(examples.targets[3], [stream[7], stream[8], 0])
+
+
+def test_bag_of_words_is_document_minus_sentence_capped():
+    examples = pipeline.sentence_examples(SPLIT, seq_len=30)
+    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, max_bow=2)
+    batch = next(iter(ds))
+    bow = batch["bow"].numpy()
+    t = TOPIC.id
+    # doc 0: topic words per sentence [w1], [w2], [w3]
+    np.testing.assert_array_equal(bow[0], [t("w2"), t("w3")])   # minus sentence 0
+    np.testing.assert_array_equal(bow[1], [t("w1"), t("w3")])   # minus sentence 1
+    np.testing.assert_array_equal(bow[2], [t("w1"), t("w2")])   # minus sentence 2
+    np.testing.assert_array_equal(bow[3], [0, 0])               # one-sentence document
+    np.testing.assert_array_equal(bow[4], [t("w3"), t("w3")])   # doc 2 minus [w2]
+    np.testing.assert_array_equal(bow[5], [t("w2"), 0])         # doc 2 minus [w3 w3]
+    np.testing.assert_array_equal(batch["weights"].numpy().sum(), SPLIT.num_predicted_tokens)
+
+
+def test_shuffle_is_a_permutation_fixed_by_seed():
+    examples = pipeline.sentence_examples(SPLIT, seq_len=3)
+    def rows(seed):
+        return np.concatenate([b["inputs"].numpy() for b in
+                               pipeline.sentence_dataset(SPLIT, examples, 4, shuffle_seed=seed)])
+    a, b, c = rows(1), rows(1), rows(2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert sorted(map(tuple, a)) == sorted(map(tuple, examples.inputs))
+
+
+def test_document_lanes_rebuild_each_document_stream():
+    lanes = pipeline.document_lanes(SPLIT, seq_len=4, lanes=2)
+    inputs, targets, reset = lanes["inputs"], lanes["targets"], lanes["reset"]
+    assert (targets != 0).sum() == SPLIT.num_predicted_tokens
+    streams = []
+    for lane in range(2):
+        for k in range(inputs.shape[0]):
+            if reset[k, lane] == 1 and targets[k, lane].any():
+                streams.append([])
+            if targets[k, lane].any():
+                n = (targets[k, lane] != 0).sum()
+                if not streams[-1]:
+                    streams[-1].append(inputs[k, lane, 0])
+                streams[-1].extend(targets[k, lane, :n])
+    expected = []
+    for doc in DOCS:
+        stream = [EOS]
+        for sentence in doc:
+            stream += [LM.id(w) for w in sentence] + [EOS]
+        expected.append(stream)
+    assert sorted(map(list, map(lambda s: [int(x) for x in s], streams))) == sorted(expected)

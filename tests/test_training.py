@@ -1,0 +1,115 @@
+"""End-to-end training on a small synthetic corpus: the perplexity ordering, --resume,
+TensorBoard events and the run directory's contents."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from tcnlm_tf.config import RunConfig
+from tcnlm_tf.data import load_corpus
+from train.run import main
+from train.trainer import Trainer
+
+SMALL_SYNTHETIC = ["--synthetic", "train_docs=240", "--synthetic", "valid_docs=30",
+                   "--synthetic", "test_docs=30", "--synthetic", "num_topics=6",
+                   "--synthetic", "content_vocab_size=240", "--synthetic", "seed=3"]
+SMALL_MODEL = ["--hidden-size", "96", "--embedding-dim", "48", "--batch-size", "32",
+               "--dropout", "0.1", "--learning-rate", "0.005", "--log-every", "5"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("training")
+
+
+def common(workdir):
+    return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache")]
+
+
+@pytest.fixture(scope="module")
+def sentence_run(workdir):
+    """Train 15 steps, stop, then --resume to the end: the main job's printed ordering."""
+    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + ["--epochs", "4", "--run-name", "s"]
+    stopped = main(args + ["--max-steps", "15"])
+    assert stopped["stopped"] == "max_steps" and stopped["steps"] == 15
+    finished = main(common(workdir) + ["--run-name", "s", "--resume"])
+    return workdir / "runs" / "s", finished
+
+
+def test_unigram_worse_than_lstm_worse_than_oracle(sentence_run):
+    _, metrics = sentence_run
+    unigram, lstm = metrics["baselines"]["unigram"], metrics["test_perplexity"]
+    oracle = metrics["baselines"]["oracle"]
+    assert unigram > lstm > oracle, (unigram, lstm, oracle)
+    assert metrics["test_tokens"] > 0
+
+
+def test_resumed_run_finished_all_epochs(sentence_run):
+    run_dir, metrics = sentence_run
+    assert metrics["stopped"] == "epochs"
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3, 4]
+    assert json.loads((run_dir / "metrics.json").read_text())["test_perplexity"] == \
+        metrics["test_perplexity"]
+    for name in ("config.json", "lm_vocab.txt", "topic_vocab.txt", "checkpoints/checkpoint",
+                 "best/checkpoint"):
+        assert (run_dir / name).is_file(), name
+
+
+def test_tensorboard_reader_loads_the_scalars(sentence_run):
+    run_dir, metrics = sentence_run
+    acc = event_accumulator.EventAccumulator(
+        str(run_dir / "tensorboard"), size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    tags = set(acc.Tags()["tensors"])
+    assert {"train/loss", "train/perplexity", "train/learning_rate", "train/tokens_per_sec",
+            "valid/perplexity", "test/perplexity"} <= tags
+    valid = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("valid/perplexity")]
+    assert len(valid) == 4
+    np.testing.assert_allclose(valid, [e["valid_perplexity"] for e in metrics["epochs"]],
+                               rtol=1e-5)
+    test = acc.Tensors("test/perplexity")
+    assert float(tf.make_ndarray(test[-1].tensor_proto)) == pytest.approx(
+        metrics["test_perplexity"], rel=1e-5)
+
+
+def test_resume_restores_optimizer_step_and_weights(workdir):
+    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + ["--run-name", "r",
+                                                              "--max-steps", "4"]
+    main(args)
+    run_dir = workdir / "runs" / "r"
+    config = RunConfig.load(run_dir / "config.json")
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache")
+
+    saved = Trainer(config, corpus, run_dir)
+    saved.checkpoint.restore(saved.manager.latest_checkpoint)
+    expected_weights = [v.numpy() for v in saved.model.weights]
+    expected_slots = [v.numpy() for v in saved.optimizer.variables]
+
+    fresh = Trainer(config, corpus, run_dir)
+    assert fresh.step == 0
+    assert fresh.resume()
+    assert fresh.step == 4 == int(fresh.batch_in_epoch)
+    for got, want in zip(fresh.model.weights, expected_weights):
+        np.testing.assert_array_equal(got.numpy(), want)
+    for got, want in zip(fresh.optimizer.variables, expected_slots):
+        np.testing.assert_array_equal(got.numpy(), want)
+    # the restored weights are the trained ones, not a fresh initialisation
+    untrained = Trainer(config, corpus, run_dir)
+    assert any(not np.array_equal(a.numpy(), b) for a, b in
+               zip(untrained.model.weights, expected_weights))
+
+    # continuing trains from there: two more steps, then stop again
+    fresh.config.train.max_steps = 6
+    assert fresh.fit() == "max_steps" and fresh.step == 6
+
+
+def test_document_mode_trains_and_reports_the_same_token_count(workdir, sentence_run):
+    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + ["--mode", "document",
+                                                              "--epochs", "1"]
+    metrics = main(args)
+    assert metrics["mode"] == "document"
+    assert np.isfinite(metrics["test_perplexity"])
+    assert metrics["test_perplexity"] < metrics["baselines"]["unigram"]
+    assert metrics["test_tokens"] == sentence_run[1]["test_tokens"]
