@@ -52,6 +52,23 @@ def _dense(grad):
     return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
 
 
+class Progress:
+    """A Keras progress bar on a terminal; in a log file, one line per tenth of the epoch."""
+
+    def __init__(self, total: int, log: Callable[[str], None]):
+        self.total, self.log = total, log
+        self.bar = (keras.utils.Progbar(total, stateful_metrics=["ppl", "lr", "tokens_per_sec"],
+                                        unit_name="batch") if sys.stdout.isatty() else None)
+        self.every = max(1, total // 10)
+
+    def update(self, done: int, **values: float) -> None:
+        if self.bar is not None:
+            self.bar.update(done, list(values.items()))
+        elif done % self.every == 0 or done == self.total:
+            self.log(f"  batch {done}/{self.total}: " + ", ".join(
+                f"{name} {value:.4g}" for name, value in values.items()))
+
+
 class Trainer:
     """Owns the model, optimiser, checkpoints and summaries of one run directory."""
 
@@ -206,10 +223,9 @@ class Trainer:
         num_batches = int(dataset.cardinality())
         skip = int(self.batch_in_epoch)
         dist = self.strategy.experimental_distribute_dataset(dataset.skip(skip))
-        bar = keras.utils.Progbar(num_batches, verbose=1 if sys.stdout.isatty() else 2,
-                                  stateful_metrics=["ppl", "lr"], unit_name="batch")
+        progress = Progress(num_batches, self.log)
         self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches)")
-        window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter(), "steps": 0}
+        window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter()}
         epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
         state = None
         for index, batch in enumerate(dist, start=skip):
@@ -222,10 +238,10 @@ class Trainer:
             epoch_tokens += tokens
             window["nll"] += nll
             window["tokens"] += tokens
-            window["steps"] += 1
-            bar.update(index + 1, [("loss", nll / max(tokens, 1.0)),
-                                   ("ppl", perplexity(epoch_nll, max(epoch_tokens, 1.0))),
-                                   ("lr", float(self.learning_rate))])
+            progress.update(index + 1, loss=nll / max(tokens, 1.0),
+                            ppl=perplexity(epoch_nll, max(epoch_tokens, 1.0)),
+                            lr=float(self.learning_rate),
+                            tokens_per_sec=epoch_tokens / (time.perf_counter() - epoch_start))
             if step % train.log_every == 0:
                 self._log_train_window(step, window, sums)
             if train.max_steps is not None and step >= train.max_steps:
@@ -247,7 +263,7 @@ class Trainer:
             examples = max(float(sums["examples"]), 1.0)
             for name, value in sums["aux_metrics"].items():
                 tf.summary.scalar(f"train/{name}", float(value) / examples)
-        window.update(nll=0.0, tokens=0.0, start=time.perf_counter(), steps=0)
+        window.update(nll=0.0, tokens=0.0, start=time.perf_counter())
 
     def _end_epoch(self) -> bool:
         """Validate, decay/early-stop, checkpoint; True when training should stop."""
