@@ -3,9 +3,11 @@
 ``tf.distribute.MirroredStrategy`` over all local GPUs (the CPU when there are none) runs a
 custom loop with ``strategy.run``:
 
-* objective per global batch = (sum of target NLL) / (global number of real targets)
-  + (sum of the model's auxiliary loss) / (global number of examples); both denominators
-  are all-reduced across replicas, so the loss is the same whatever the replica count;
+* objective per global batch = (sum of target NLL + sum of the model's auxiliary loss) /
+  (global number of real targets): for a topic model the auxiliary loss is the per-example
+  negative NTM part of the ELBO, so this is the negative ELBO of the batch (Wang et al. 2018
+  eq. 17) per predicted token. The denominator is all-reduced across replicas, so the loss
+  is the same whatever the replica count;
 * gradients are summed across replicas, clipped by their *global* norm, then applied with
   Adam (Keras's optimizer sums across replicas again, so each replica hands it its 1/R
   share of the already-reduced gradient);
@@ -48,7 +50,10 @@ def make_strategy() -> tf.distribute.Strategy:
     return tf.distribute.MirroredStrategy(devices=devices)
 
 
-def _dense(grad):
+def _dense(grad, variable):
+    """A dense gradient for the all-reduce: IndexedSlices densified, None as zeros."""
+    if grad is None:
+        return tf.zeros_like(variable)
     return tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
 
 
@@ -143,10 +148,9 @@ class Trainer:
         with tf.GradientTape() as tape:
             terms = self.model.loss_terms(batch, training=True, state=state)
             tokens = ctx.all_reduce(SUM, terms["tokens"])
-            examples = ctx.all_reduce(SUM, terms["examples"])
-            loss = (terms["nll_sum"] / tf.maximum(tokens, 1.0)
-                    + terms["aux_loss"] / tf.maximum(examples, 1.0))
-        grads = ctx.all_reduce(SUM, [_dense(g) for g in tape.gradient(loss, variables)])
+            loss = (terms["nll_sum"] + terms["aux_loss"]) / tf.maximum(tokens, 1.0)
+        grads = ctx.all_reduce(SUM, [_dense(g, v) for g, v in
+                                     zip(tape.gradient(loss, variables), variables)])
         grads, grad_norm = tf.clip_by_global_norm(grads, self.config.train.clip_norm)
         self.optimizer.apply([g / self.num_replicas for g in grads], variables)
         return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],

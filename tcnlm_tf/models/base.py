@@ -19,9 +19,10 @@ import tensorflow as tf
 class ModelOutput:
     """``target_log_probs`` [B, L]: log p(target_t | history, context) (any value where
     padded: the loss masks those positions out with ``weights``); ``state``: nested tensors to carry, or None;
-    ``aux_loss``: a scalar *sum over the batch's examples* added to the objective after
-    division by the global example count (0 for plain LMs); ``aux_metrics``: named scalar
-    sums over examples, logged to TensorBoard divided by the example count."""
+    ``aux_loss``: a scalar *sum over the batch's examples* of any further loss (e.g. the
+    negative topic-model part of the ELBO), added to the summed NLL before the training loop
+    divides by the global number of predicted tokens (0 for plain LMs); ``aux_metrics``:
+    named scalar sums over examples, logged to TensorBoard divided by the example count."""
 
     target_log_probs: tf.Tensor
     state: Any = None
