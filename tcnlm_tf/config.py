@@ -145,6 +145,8 @@ class RunConfig:
              "--tie-embeddings shares the input embedding with a full output layer; "
              "use it with --softmax full"),
             (not (m.cutoffs and m.softmax == "full"), "--cutoffs only applies to --softmax adaptive"),
+            (not d.synthetic or d.dataset == "synthetic",
+             "--synthetic settings only apply to --dataset synthetic"),
         ]
         for ok, message in checks:
             if not ok:
