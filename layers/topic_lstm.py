@@ -1,0 +1,605 @@
+"""Topic-compositional LSTM (TCNLM, Wang et al., AISTATS 2018, Sec. 3.2) and the naive
+mixture-of-experts LSTM it is compared with (eq. 7-8, Table 6).
+
+Reference: W. Wang, Z. Gan, W. Wang, D. Shen, J. Huang, W. Ping, S. Satheesh, L. Carin,
+"Topic Compositional Neural Language Model", AISTATS 2018 (arXiv:1712.09783). The factored
+LSTM follows Gan et al., "Semantic Compositional Networks for Visual Captioning", 2016.
+
+* :class:`TopicCompositionalLSTMCell`: the cell of eq. 13-15, for ``keras.layers.RNN``.
+* :class:`TopicCompositionalLSTM`: that cell run over a sequence, taking ``[x, t]``.
+* :class:`MixtureOfExpertsLSTMCell`: ``T`` independent LSTM experts computed as one cell.
+"""
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+# DropoutRNNCell lives in a private Keras module; it is used as keras.layers.LSTMCell uses
+# it (per-sequence dropout masks that keras.layers.RNN creates before the loop and clears
+# after it). requirements.txt pins keras==3.15.1, whose module path and contract this relies on.
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+#: Gates in the order of keras.layers.LSTMCell: input, forget, candidate, output.
+NUM_GATES = 4
+
+
+def _blockwise_initializer(initializer, num_blocks, block_shape):
+    """An initializer that draws ``num_blocks`` independent ``block_shape`` blocks.
+
+    Returns ``fn(shape, dtype) -> [num_blocks, *block_shape]``. Each block gets the fan-in
+    and fan-out of ``block_shape`` alone (Keras would otherwise fold the extra leading axis
+    into both fans and shrink a Glorot scale, and an orthogonal initializer would be
+    orthogonal only over all blocks together). Keras 3 initializer instances repeat their
+    values on every call, so each block uses a fresh copy of ``initializer``; an integer
+    seed ``s`` becomes ``s + k`` for block ``k`` so that blocks differ but stay reproducible.
+    """
+    if isinstance(initializer, keras.initializers.Initializer):
+        config = initializer.get_config()
+        copies = []
+        for k in range(num_blocks):
+            block_config = dict(config)
+            if isinstance(config.get("seed"), int):
+                block_config["seed"] = config["seed"] + k
+            copies.append(initializer.__class__.from_config(block_config))
+    else:  # a plain function holds no seed to copy
+        copies = [initializer] * num_blocks
+
+    def init(shape, dtype=None):
+        blocks = ops.stack([c(block_shape, dtype=dtype) for c in copies])
+        return ops.reshape(blocks, shape)
+
+    return init
+
+
+def _lstm_bias_initializer(bias_initializer, units, unit_forget_bias):
+    """Initializer for one LSTM bias ``[4 * units]`` (gates i, f, c, o), as in LSTMCell:
+    with ``unit_forget_bias`` the forget-gate block is ones, the rest ``bias_initializer``."""
+    if not unit_forget_bias:
+        return bias_initializer
+
+    def init(shape, dtype=None):
+        del shape
+        return ops.concatenate(
+            [
+                bias_initializer((units,), dtype=dtype),
+                ops.ones((units,), dtype=dtype),
+                bias_initializer((2 * units,), dtype=dtype),
+            ]
+        )
+
+    return init
+
+
+def _lstm_update(z, c_tm1):
+    """The LSTM state update from gate pre-activations.
+
+    ``z [..., 4, n]`` holds the pre-activations of gates (i, f, c, o) on axis -2 and
+    ``c_tm1 [..., n]`` the previous cell. Returns ``(h, c)``, each ``[..., n]``:
+    ``c = sigmoid(i) * tanh(c~) + sigmoid(f) * c_tm1``, ``h = sigmoid(o) * tanh(c)``.
+    """
+    i = ops.sigmoid(z[..., 0, :])
+    f = ops.sigmoid(z[..., 1, :])
+    candidate = ops.tanh(z[..., 2, :])
+    o = ops.sigmoid(z[..., 3, :])
+    c = i * candidate + f * c_tm1
+    return o * ops.tanh(c), c
+
+
+def _check_positive_int(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{owner} {name} must be a positive integer, got {value!r}.")
+
+
+class _TopicProjection(keras.Operation):
+    """``topics [B, T] @ kernel [T, F] -> [B, F]``, the matmul of ``topic_state`` (eq. 14-15).
+
+    On symbolic inputs this becomes a node of a functional model that holds the cell's
+    kernel variable itself (so training updates it), where a plain ``ops.matmul`` on a cast
+    kernel would hold a constant snapshot. Such a node cannot be serialised: a Keras config
+    holds the cell once, inside its ``RNN`` layer, and the node would come back from
+    ``model.save`` with a constant copy of the kernel, detached from the reloaded cell. So
+    :meth:`get_config` raises instead of letting ``model.save`` write that silently.
+    """
+
+    def call(self, topics, kernel):
+        return ops.matmul(topics, kernel)
+
+    def compute_output_spec(self, topics, kernel):
+        return keras.KerasTensor((*topics.shape[:-1], kernel.shape[-1]), dtype=topics.dtype)
+
+    def get_config(self):
+        raise NotImplementedError(
+            "A functional model that feeds TopicCompositionalLSTMCell.topic_state(t) to "
+            "keras.layers.RNN cannot be serialised: its config would hold the topic kernels "
+            "W_b, U_b as constants, detached from the reloaded cell's weights. Use the "
+            "TopicCompositionalLSTM layer, or rebuild the model in code and use "
+            "save_weights/load_weights."
+        )
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
+    """The topic-compositional LSTM cell (Wang et al., 2018, eq. 13-15).
+
+    The topic vector ``t [B, T]`` (a distribution over ``T`` topics) turns one set of
+    factored weights into a document-specific LSTM: for every gate ``* in {i, f, c, o}``
+
+    * eq. 14: ``x~_* = (W_*b t) ⊙ (W_*c x_m)``,
+    * eq. 15: ``h~_* = (U_*b t) ⊙ (U_*c h_{m-1})``,
+    * eq. 13: ``i, f, o = sigmoid(W_*a x~_* + U_*a h~_* + b_*)``,
+      ``c~ = tanh(W_ca x~_c + U_ca h~_c + b_c)``, ``c_m = i ⊙ c~ + f ⊙ c_{m-1}``,
+      ``h_m = o ⊙ tanh(c_m)``.
+
+    Deviation from the paper: eq. 13 prints ``σ`` for the candidate ``c~``; this cell uses
+    ``tanh``, as a standard LSTM and the factored LSTM of Gan et al. (2016) that TCNLM builds
+    on do (a sigmoid candidate could only ever add to the cell). Biases ``b_*``, omitted in
+    the paper, are included. For a given ``t`` the cell is exactly a standard LSTM with
+    per-gate input weights ``W_*a diag(W_*b t) W_*c = sum_k t_k W_*[k]``, where
+    ``W_*[k] = W_*a diag(W_*b[:, k]) W_*c`` is topic ``k``'s LSTM (eq. 11-12), and likewise
+    for the recurrent weights.
+
+    Weights (row-vector convention ``x @ W``; the four gates fused along the factor axis,
+    ``n_x`` = input size, ``n_h = units``, ``n_f = num_factors``, ``T = num_topics``):
+
+    * ``input_kernel`` ``W_c [n_x, 4 n_f]``, ``recurrent_kernel`` ``U_c [n_h, 4 n_f]``;
+    * ``input_topic_kernel`` ``W_b [T, 4 n_f]``, ``recurrent_topic_kernel`` ``U_b [T, 4 n_f]``;
+    * ``input_factor_kernel`` ``W_a [4, n_f, n_h]``,
+      ``recurrent_factor_kernel`` ``U_a [4, n_f, n_h]``;
+    * ``bias [4 n_h]``.
+
+    That is ``4 n_f (n_x + 2T + 3 n_h)`` weights (Sec. 3.2) plus ``4 n_h`` biases.
+
+    The topic enters once per sequence. ``W_b t`` and ``U_b t`` are carried in the state, so
+    ``state_size = [n_h, n_h, 4 n_f, 4 n_f]`` = ``(h, c, W_b t, U_b t)``; a step passes the
+    last two through and never reads ``W_b``/``U_b``. :meth:`topic_state` builds the initial
+    state from ``t``::
+
+        cell = TopicCompositionalLSTMCell(64, num_factors=32, num_topics=T)
+        h = keras.layers.RNN(cell, return_sequences=True)(x, initial_state=cell.topic_state(t))
+
+    ``W_b`` and ``U_b`` are created in ``__init__`` (their shapes do not depend on the
+    input), so :meth:`topic_state` works before the cell is built. Without an initial state
+    the cell has no topic, and :meth:`get_initial_state` raises ``ValueError``. Masked steps
+    keep the previous state (``keras.layers.RNN`` does this). Several cells can be stacked
+    (``StackedRNNCells`` or several ``RNN`` layers), each with its own :meth:`topic_state`.
+
+    Shapes: :meth:`call` ``x [B, n_x]``, states ``[h [B, n_h], c [B, n_h], W_b t [B, 4 n_f],
+    U_b t [B, 4 n_f]]`` -> ``(h [B, n_h], new states)``.
+
+    Args:
+        units: hidden size ``n_h``.
+        num_factors: number of factors ``n_f`` per gate.
+        num_topics: number of topics ``T`` (the size of ``t``).
+        dropout: fraction of the input ``x`` dropped (one mask per sequence, shared by the
+            gates) before ``W_c``, in training only.
+        recurrent_dropout: the same for ``h_{m-1}`` before ``U_c``.
+        kernel_initializer: initializer of ``W_c`` and of each gate's ``W_a [n_f, n_h]``.
+        recurrent_initializer: initializer of ``U_c`` and of each gate's ``U_a [n_f, n_h]``.
+        topic_initializer: initializer of ``W_b`` and ``U_b``. The default, normal with mean 1
+            and standard deviation 0.1, makes ``W_b t`` close to 1 for a topic distribution
+            ``t``, so at initialisation every topic's LSTM is near the factored LSTM
+            ``W_a W_c``, with small differences between topics.
+        bias_initializer: initializer of the bias.
+        unit_forget_bias: add 1 to the forget-gate bias at initialisation (as LSTMCell).
+        seed: seed of the dropout masks.
+        **kwargs: passed to :class:`keras.layers.Layer` (``name``, ``dtype``, ...).
+    """
+
+    def __init__(
+        self,
+        units,
+        num_factors,
+        num_topics,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        topic_initializer=None,
+        bias_initializer="zeros",
+        unit_forget_bias=True,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("units", units), ("num_factors", num_factors),
+                            ("num_topics", num_topics)):
+            _check_positive_int("TopicCompositionalLSTMCell", name, value)
+        self.units = units
+        self.num_factors = num_factors
+        self.num_topics = num_topics
+        self.dropout = min(1.0, max(0.0, float(dropout)))
+        self.recurrent_dropout = min(1.0, max(0.0, float(recurrent_dropout)))
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.topic_initializer = keras.initializers.get(
+            topic_initializer or keras.initializers.RandomNormal(mean=1.0, stddev=0.1)
+        )
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.unit_forget_bias = unit_forget_bias
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        factor_size = NUM_GATES * num_factors
+        self.state_size = [units, units, factor_size, factor_size]
+        self.output_size = units
+        self.input_topic_kernel = self.add_weight(
+            name="input_topic_kernel",
+            shape=(num_topics, factor_size),
+            initializer=self.topic_initializer,
+        )
+        self.recurrent_topic_kernel = self.add_weight(
+            name="recurrent_topic_kernel",
+            shape=(num_topics, factor_size),
+            initializer=self.topic_initializer,
+        )
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        if input_dim is None:
+            raise ValueError(
+                "TopicCompositionalLSTMCell needs a known input size, got input shape "
+                f"{input_shape}."
+            )
+        factor_shape = (NUM_GATES, self.num_factors, self.units)
+        self.input_kernel = self.add_weight(
+            name="input_kernel",
+            shape=(input_dim, NUM_GATES * self.num_factors),
+            initializer=self.kernel_initializer,
+        )
+        self.input_factor_kernel = self.add_weight(
+            name="input_factor_kernel",
+            shape=factor_shape,
+            initializer=_blockwise_initializer(
+                self.kernel_initializer, NUM_GATES, factor_shape[1:]
+            ),
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel",
+            shape=(self.units, NUM_GATES * self.num_factors),
+            initializer=self.recurrent_initializer,
+        )
+        self.recurrent_factor_kernel = self.add_weight(
+            name="recurrent_factor_kernel",
+            shape=factor_shape,
+            initializer=_blockwise_initializer(
+                self.recurrent_initializer, NUM_GATES, factor_shape[1:]
+            ),
+        )
+        self.bias = self.add_weight(
+            name="bias",
+            shape=(NUM_GATES * self.units,),
+            initializer=_lstm_bias_initializer(
+                self.bias_initializer, self.units, self.unit_forget_bias
+            ),
+        )
+
+    def topic_state(self, topics, initial_state=None):
+        """The initial RNN state for topic vectors ``topics [B, T]``.
+
+        Returns ``[h0 [B, n_h], c0 [B, n_h], topics @ W_b [B, 4 n_f], topics @ U_b
+        [B, 4 n_f]]``: the topic factors ``W_*b t`` of eq. 14-15, computed once for the
+        whole sequence. ``h0, c0`` are zeros unless ``initial_state=[h0, c0]`` is given.
+        Works on eager tensors, inside ``tf.function`` and on symbolic ``KerasTensor``s of
+        a functional model.
+        """
+        topics = ops.cast(topics, self.variable_dtype)
+        project = _TopicProjection()
+        input_factors = ops.cast(project(topics, self.input_topic_kernel), self.compute_dtype)
+        recurrent_factors = ops.cast(
+            project(topics, self.recurrent_topic_kernel), self.compute_dtype
+        )
+        if initial_state is None:
+            zeros = ops.zeros_like(ops.cast(topics[:, :1], self.compute_dtype))
+            zeros = ops.tile(zeros, (1, self.units))
+            initial_state = [zeros, zeros]
+        elif len(initial_state) != 2:
+            raise ValueError(
+                "TopicCompositionalLSTMCell.topic_state takes initial_state=[h0, c0], got "
+                f"{len(initial_state)} tensors."
+            )
+        return [*initial_state, input_factors, recurrent_factors]
+
+    def get_initial_state(self, batch_size=None):
+        """Always raises: the cell has no state without a topic vector.
+
+        ``keras.layers.RNN`` calls this only when no ``initial_state`` is passed; zero topic
+        factors would zero every gate input (eq. 14-15), which is never what is meant.
+        """
+        raise ValueError(
+            "TopicCompositionalLSTMCell needs its topic: call the RNN with "
+            "initial_state=cell.topic_state(t) for topic vectors t [batch, num_topics]."
+        )
+
+    def call(self, inputs, states, training=False):
+        """One step: ``inputs [B, n_x]``, ``states`` as :meth:`topic_state` returns them
+        -> ``(h [B, n_h], [h, c, W_b t, U_b t])`` (eq. 13-15)."""
+        h_tm1, c_tm1, input_factors, recurrent_factors = states
+        if training and 0.0 < self.dropout < 1.0:
+            inputs = inputs * self.get_dropout_mask(inputs)
+        h_in = h_tm1
+        if training and 0.0 < self.recurrent_dropout < 1.0:
+            h_in = h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
+        factor_shape = (-1, NUM_GATES, self.num_factors)
+        # eq. 14 and 15 for all four gates at once: [B, 4, n_f] each.
+        x_tilde = ops.reshape(ops.matmul(inputs, self.input_kernel) * input_factors, factor_shape)
+        h_tilde = ops.reshape(
+            ops.matmul(h_in, self.recurrent_kernel) * recurrent_factors, factor_shape
+        )
+        # eq. 13: W_*a x~_* + U_*a h~_* + b_* for each gate *, [B, 4, n_h].
+        z = (
+            ops.einsum("bgf,gfh->bgh", x_tilde, self.input_factor_kernel)
+            + ops.einsum("bgf,gfh->bgh", h_tilde, self.recurrent_factor_kernel)
+            + ops.reshape(self.bias, (NUM_GATES, self.units))
+        )
+        h, c = _lstm_update(z, c_tm1)
+        return h, [h, c, input_factors, recurrent_factors]
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "num_factors": self.num_factors,
+            "num_topics": self.num_topics,
+            "dropout": self.dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+            "topic_initializer": keras.initializers.serialize(self.topic_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "unit_forget_bias": self.unit_forget_bias,
+            "seed": self.seed,
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class TopicCompositionalLSTM(keras.layers.Layer):
+    """A :class:`TopicCompositionalLSTMCell` run over a sequence (eq. 13-15).
+
+    Shapes: :meth:`call` takes ``[x [B, L, n_x], t [B, T]]`` and returns ``[B, L, units]``
+    (``return_sequences=True``) or the last output ``[B, units]``; with ``return_state``
+    it returns ``(outputs, h [B, units], c [B, units])``. The topic factors stay internal.
+    ``initial_state=[h0, c0]`` starts from a given state instead of zeros. A mask on ``x``
+    (e.g. from ``Embedding(mask_zero=True)``) is honoured: masked steps keep the previous
+    state, and with ``return_sequences`` the mask is passed on to the outputs.
+
+    Args:
+        units: hidden size.
+        num_factors: number of factors per gate.
+        num_topics: size ``T`` of the topic vector ``t``.
+        return_sequences: return every step's output, or only the last.
+        return_state: also return the final ``h`` and ``c``.
+        dropout: input dropout of the cell.
+        recurrent_dropout: recurrent dropout of the cell.
+        seed: seed of the dropout masks.
+        **kwargs: passed to :class:`keras.layers.Layer`.
+    """
+
+    def __init__(
+        self,
+        units,
+        num_factors,
+        num_topics,
+        return_sequences=True,
+        return_state=False,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.return_sequences = return_sequences
+        self.return_state = return_state
+        self.cell = TopicCompositionalLSTMCell(
+            units,
+            num_factors=num_factors,
+            num_topics=num_topics,
+            dropout=dropout,
+            recurrent_dropout=recurrent_dropout,
+            seed=seed,
+            dtype=self.dtype_policy,
+            name="cell",
+        )
+        self.rnn = keras.layers.RNN(
+            self.cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            dtype=self.dtype_policy,
+            name="rnn",
+        )
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        x_shape, t_shape = input_shape
+        if t_shape[-1] != self.cell.num_topics:
+            raise ValueError(
+                f"TopicCompositionalLSTM expects topics [batch, {self.cell.num_topics}], got "
+                f"shape {t_shape}."
+            )
+        self.rnn.build(x_shape)
+
+    def call(self, inputs, mask=None, initial_state=None, training=None):
+        """``inputs = [x [B, L, n_x], t [B, T]]``; ``mask [B, L]`` (or ``[mask_x, mask_t]``)
+        for ``x``; ``initial_state = [h0, c0]``, each ``[B, units]``. The topic factors of
+        eq. 14-15 are computed once here, then the cell runs over the ``L`` steps."""
+        x, topics = inputs
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        outputs = self.rnn(
+            x,
+            initial_state=self.cell.topic_state(topics, initial_state),
+            mask=mask,
+            training=training,
+        )
+        if self.return_state:
+            return outputs[:3]
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        x_shape = input_shape[0]
+        if self.return_sequences:
+            output_shape = (x_shape[0], x_shape[1], self.cell.units)
+        else:
+            output_shape = (x_shape[0], self.cell.units)
+        if self.return_state:
+            state_shape = (x_shape[0], self.cell.units)
+            return output_shape, state_shape, state_shape
+        return output_shape
+
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        output_mask = mask if self.return_sequences else None
+        if self.return_state:
+            return [output_mask, None, None]
+        return output_mask
+
+    def get_config(self):
+        config = {
+            "units": self.cell.units,
+            "num_factors": self.cell.num_factors,
+            "num_topics": self.cell.num_topics,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "dropout": self.cell.dropout,
+            "recurrent_dropout": self.cell.recurrent_dropout,
+            "seed": self.cell.seed,
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
+    """``T`` independent LSTM experts in one cell: the naive MoE of eq. 7-8 (Table 6).
+
+    Expert ``k`` is a standard LSTM with its own ``W[k], U[k], b[k]`` (eq. 8 with LSTM units)
+    and sees only its own state. All experts are computed together:
+
+    * ``kernel [n_x, T * 4 n_h]``: one matmul for all experts; columns
+      ``[k * 4 n_h, (k + 1) * 4 n_h)`` are expert ``k``'s LSTMCell kernel (gates i, f, c, o);
+    * ``recurrent_kernel [T, n_h, 4 n_h]``: applied by einsum, i.e. a block-diagonal
+      recurrent matrix; block ``k`` is expert ``k``'s LSTMCell recurrent kernel;
+    * ``bias [T * 4 n_h]``: expert-major like the kernel columns.
+
+    That is ``T * 4 n_h (n_x + n_h + 1)`` parameters, ``T`` standard LSTMs.
+
+    Shapes: :meth:`call` ``x [B, n_x]``, states ``h, c [B, T * n_h]`` (expert-major: expert
+    ``k`` owns ``[k * n_h, (k + 1) * n_h)``) -> ``(h [B, T * n_h], [h, c])``. A model reshapes
+    the outputs to ``[B, L, T, n_h]`` and mixes the experts' word distributions with the topic
+    vector, ``p(y) = sum_k t_k softmax(V h^(k))`` (eq. 7); that mixing is not part of the cell.
+
+    Args:
+        units: hidden size ``n_h`` of each expert.
+        num_experts: number of experts ``T`` (one per topic).
+        dropout: fraction of the input dropped (one mask per sequence, shared by all gates
+            and experts), in training only.
+        recurrent_dropout: the same for ``h_{m-1}`` (independent per expert unit).
+        kernel_initializer: initializer of each expert's kernel ``[n_x, 4 n_h]``.
+        recurrent_initializer: initializer of each expert's recurrent kernel ``[n_h, 4 n_h]``.
+        bias_initializer: initializer of the biases.
+        unit_forget_bias: add 1 to every expert's forget-gate bias at initialisation.
+        seed: seed of the dropout masks.
+        **kwargs: passed to :class:`keras.layers.Layer`.
+    """
+
+    def __init__(
+        self,
+        units,
+        num_experts,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        unit_forget_bias=True,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("MixtureOfExpertsLSTMCell", "units", units)
+        _check_positive_int("MixtureOfExpertsLSTMCell", "num_experts", num_experts)
+        self.units = units
+        self.num_experts = num_experts
+        self.dropout = min(1.0, max(0.0, float(dropout)))
+        self.recurrent_dropout = min(1.0, max(0.0, float(recurrent_dropout)))
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.unit_forget_bias = unit_forget_bias
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        self.state_size = [num_experts * units, num_experts * units]
+        self.output_size = num_experts * units
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        if input_dim is None:
+            raise ValueError(
+                "MixtureOfExpertsLSTMCell needs a known input size, got input shape "
+                f"{input_shape}."
+            )
+        gate_size = NUM_GATES * self.units
+        expert_kernels = _blockwise_initializer(
+            self.kernel_initializer, self.num_experts, (input_dim, gate_size)
+        )
+
+        def kernel_initializer(shape, dtype=None):
+            # [T, n_x, 4 n_h] -> [n_x, T * 4 n_h], expert-major columns.
+            blocks = expert_kernels((self.num_experts, input_dim, gate_size), dtype=dtype)
+            return ops.reshape(ops.transpose(blocks, (1, 0, 2)), shape)
+
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(input_dim, self.num_experts * gate_size),
+            initializer=kernel_initializer,
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel",
+            shape=(self.num_experts, self.units, gate_size),
+            initializer=_blockwise_initializer(
+                self.recurrent_initializer, self.num_experts, (self.units, gate_size)
+            ),
+        )
+        expert_bias = _lstm_bias_initializer(
+            self.bias_initializer, self.units, self.unit_forget_bias
+        )
+        self.bias = self.add_weight(
+            name="bias",
+            shape=(self.num_experts * gate_size,),
+            initializer=lambda shape, dtype=None: ops.tile(
+                expert_bias((gate_size,), dtype=dtype), (self.num_experts,)
+            ),
+        )
+
+    def call(self, inputs, states, training=False):
+        """One step of all experts: ``inputs [B, n_x]``, ``states [h, c]`` each
+        ``[B, T * n_h]`` -> ``(h [B, T * n_h], [h, c])`` (eq. 8 with LSTM units)."""
+        h_tm1, c_tm1 = states
+        if training and 0.0 < self.dropout < 1.0:
+            inputs = inputs * self.get_dropout_mask(inputs)
+        h_in = h_tm1
+        if training and 0.0 < self.recurrent_dropout < 1.0:
+            h_in = h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
+        expert_shape = (-1, self.num_experts, self.units)
+        z = ops.matmul(inputs, self.kernel) + self.bias  # [B, T * 4 n_h]
+        z = ops.reshape(z, (-1, self.num_experts, NUM_GATES * self.units))
+        z = z + ops.einsum(
+            "bkn,kng->bkg", ops.reshape(h_in, expert_shape), self.recurrent_kernel
+        )
+        z = ops.reshape(z, (-1, self.num_experts, NUM_GATES, self.units))
+        h, c = _lstm_update(z, ops.reshape(c_tm1, expert_shape))
+        flat_shape = (-1, self.num_experts * self.units)
+        h = ops.reshape(h, flat_shape)
+        return h, [h, ops.reshape(c, flat_shape)]
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "num_experts": self.num_experts,
+            "dropout": self.dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "unit_forget_bias": self.unit_forget_bias,
+            "seed": self.seed,
+        }
+        return {**super().get_config(), **config}
