@@ -23,7 +23,8 @@ from typing import Any
 from tcnlm_tf.errors import UserError
 
 DATASETS = ("synthetic", "apnews", "imdb", "bnc")
-MODEL_NAMES = ("lstm",)  # every entry has a builder in tcnlm_tf.models.MODELS
+MODEL_NAMES = ("lstm", "tcnlm", "moe")  # every entry has a builder in tcnlm_tf.models.MODELS
+TOPIC_MODELS = ("tcnlm", "moe")
 MODES = ("sentence", "document")
 SOFTMAXES = ("adaptive", "full")
 
@@ -34,6 +35,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": {"num_layers": 1, "hidden_size": 600},
     "large": {"num_layers": 2, "hidden_size": 900},
 }
+# The naive MoE of Table 6 (30 topics, 1-layer LSTM experts of 100 units) is far smaller than
+# the small preset, because it runs T full LSTMs: --model moe uses these unless given.
+MOE_DEFAULTS: dict[str, Any] = {"num_topics": 30, "num_layers": 1, "hidden_size": 100}
 
 
 def default_data_dir() -> Path:
@@ -76,7 +80,11 @@ class ModelConfig:
     tie_embeddings: bool = False
     softmax: str = "adaptive"       # 'adaptive' (Grave et al. 2016) or 'full'
     cutoffs: list[int] | None = None  # adaptive-softmax cutoffs; None: chosen from vocab size
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # model-specific settings
+    # topic-guided models (Wang et al. 2018 §5): T, factors per gate, NTM encoder, lambda
+    num_topics: int = 50
+    num_factors: int | None = None   # None: hidden_size
+    ntm_hidden_units: list[int] = dataclasses.field(default_factory=lambda: [256, 256])
+    diversity_weight: float = 0.1
 
 
 @dataclasses.dataclass
@@ -145,6 +153,14 @@ class RunConfig:
              "--tie-embeddings shares the input embedding with a full output layer; "
              "use it with --softmax full"),
             (not (m.cutoffs and m.softmax == "full"), "--cutoffs only applies to --softmax adaptive"),
+            (m.mode == "sentence" or m.model not in TOPIC_MODELS,
+             f"--model {m.model} conditions each sentence on its document through the topic "
+             "vector; use --mode sentence"),
+            (m.model != "moe" or m.num_layers == 1,
+             "--model moe mixes single-layer LSTM experts (eq. 7-8); use --num-layers 1"),
+            (m.num_topics >= 1 and (m.num_factors is None or m.num_factors >= 1),
+             "--num-topics and --num-factors must be positive"),
+            (all(h >= 1 for h in m.ntm_hidden_units), "--ntm-hidden sizes must be positive"),
             (not d.synthetic or d.dataset == "synthetic",
              "--synthetic settings only apply to --dataset synthetic"),
         ]
@@ -154,7 +170,8 @@ class RunConfig:
 
 
 def apply_preset(model: ModelConfig, explicit: set[str]) -> None:
-    """Fill the preset's layer count and size unless the user set them explicitly."""
-    for key, value in PRESETS[model.preset].items():
+    """Fill the preset's (or, for the naive MoE, Table 6's) sizes unless set explicitly."""
+    defaults = MOE_DEFAULTS if model.model == "moe" else PRESETS[model.preset]
+    for key, value in defaults.items():
         if key not in explicit:
             setattr(model, key, value)

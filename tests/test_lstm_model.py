@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.models.lstm import LSTMLanguageModel
+from tcnlm_tf.models.lstm import Context, LSTMLanguageModel
 
 V = 40
 
@@ -53,8 +53,8 @@ def test_full_distribution_sums_to_one_and_matches_target_log_prob(kwargs):
     s = np.random.default_rng(1).integers(3, V, size=(2, 7))
     b = batch(s[:, :6], s[:, 1:])
     target_lp = m(b).target_log_probs.numpy()
-    hidden, _ = m.encode(b["inputs"])
-    full = m.log_probs(hidden).numpy()
+    hidden, _ = m.encode(b["inputs"], Context())
+    full = m.log_probs(hidden, Context()).numpy()
     np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)
     np.testing.assert_allclose(np.take_along_axis(full, s[:, 1:, None], -1)[..., 0], target_lp,
                                atol=1e-5)

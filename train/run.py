@@ -90,9 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="synthetic-corpus setting, repeatable, e.g. --synthetic train_docs=500 "
                       "(fields of tcnlm_tf.synthetic.SyntheticConfig)")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=MODEL_NAMES, help="model to train (default: lstm)")
+    model.add_argument("--model", choices=MODEL_NAMES,
+                       help="lstm: basic LSTM; tcnlm: Topic Compositional NLM; moe: naive "
+                       "mixture of LSTM experts (default: lstm)")
     model.add_argument("--preset", choices=sorted(PRESETS),
-                       help="small: 1x600 LSTM, large: 2x900 (default: small)")
+                       help="small: 1x600 LSTM, large: 2x900 (default: small; --model moe "
+                       "defaults to Table 6's 30 experts of 1x100)")
     model.add_argument("--mode", choices=MODES,
                        help="sentence: each sentence on its own (papers' protocol); document: "
                        "state carried across a document's sentences (default: sentence)")
@@ -106,6 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--cutoffs", type=_int_list,
                        help="adaptive-softmax cluster boundaries, e.g. 2000,10000 "
                        "(default: chosen from the vocabulary size)")
+    topic = parser.add_argument_group("topic-guided models (--model tcnlm, moe)")
+    topic.add_argument("--num-topics", type=int,
+                       help="topics T (tcnlm: 50; the papers use 50/100/150; moe: 30 as in Table 6)")
+    topic.add_argument("--num-factors", type=int,
+                       help="tcnlm factors per gate n_f (default: the hidden size)")
+    topic.add_argument("--ntm-hidden", dest="ntm_hidden_units", type=_int_list,
+                       help="topic-model encoder layer sizes (256,256)")
+    topic.add_argument("--diversity-weight", type=float,
+                       help="lambda of the topic diversity regulariser, eq. 18 (0.1)")
     train = parser.add_argument_group("training")
     train.add_argument("--batch-size", type=int, help="global batch size (64)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")

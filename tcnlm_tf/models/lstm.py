@@ -1,17 +1,21 @@
-"""The basic-LSTM language model: the papers' baseline (Wang et al. 2018 Table 2 "basic-LSTM").
+"""Recurrent language models: the shared skeleton and the basic-LSTM baseline.
 
-Embedding (``embedding_dim``) -> dropout -> ``num_layers`` x LSTM(``hidden_size``), each
-followed by dropout (rate 0.4 in the papers) -> output distribution over the vocabulary:
-adaptive softmax (Grave et al. 2016) by default, a full softmax, or a full softmax whose
-weights are the input embedding (tied; with a linear projection when hidden and embedding
-sizes differ).
+:class:`RecurrentLanguageModel` is embedding (``embedding_dim``) -> dropout ->
+``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers) -> an
+output distribution over the vocabulary: adaptive softmax (Grave et al. 2016) by default, a
+full softmax, or a full softmax whose weights are the input embedding (tied; with a linear
+projection when hidden and embedding sizes differ). Subclasses change only how the document
+context enters (:meth:`~RecurrentLanguageModel.context`, :meth:`~RecurrentLanguageModel.make_layer`,
+:meth:`~RecurrentLanguageModel.run_layer` and, for output mixtures, the output methods).
 
+:class:`LSTMLanguageModel` is the papers' basic-LSTM baseline (Wang et al. 2018 Table 2).
 In ``sentence`` mode every sequence starts from a zero state; in ``document`` mode the
-training loop passes the previous batch's final state back in, and ``batch["reset"]`` zeroes
-it for lanes that start a new document.
+training loop passes the previous batch's final state back in, and ``batch["reset"]``
+zeroes it for lanes that start a new document.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import keras
@@ -21,9 +25,20 @@ from layers.adaptive_softmax import AdaptiveSoftmax
 from tcnlm_tf.models.base import LanguageModel, ModelOutput
 
 
-class LSTMLanguageModel(LanguageModel):
+@dataclasses.dataclass
+class Context:
+    """What a model derives from a batch's document context before running the LM:
+    ``topics`` [B, T] (None for plain LMs), the auxiliary loss (a sum over examples) and
+    named metric sums (see :class:`~tcnlm_tf.models.base.ModelOutput`)."""
+
+    topics: tf.Tensor | None = None
+    aux_loss: tf.Tensor | float = 0.0
+    aux_metrics: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
+
+
+class RecurrentLanguageModel(LanguageModel):
     """Shapes: ``batch["inputs"]``/``["targets"]`` int [B, L] -> ``ModelOutput.target_log_probs``
-    [B, L]; ``state`` is a list of ``[h, c]`` pairs, each [B, hidden_size], one per layer."""
+    [B, L]; ``state`` is a list of ``[h, c]`` pairs, one per layer."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
                  num_layers: int = 1, dropout: float = 0.4, cutoffs: Sequence[int] = (),
@@ -35,25 +50,51 @@ class LSTMLanguageModel(LanguageModel):
         self.tie_embeddings = tie_embeddings
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
         self.input_dropout = keras.layers.Dropout(dropout)
-        self.lstms = [keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True,
-                                        name=f"lstm_{i}") for i in range(num_layers)]
+        self.rnns = [self.make_layer(i) for i in range(num_layers)]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
         if tie_embeddings:
             self.tied_projection = (keras.layers.Dense(embedding_dim, use_bias=False,
                                                        name="tied_projection")
-                                    if hidden_size != embedding_dim else None)
+                                    if self.output_size != embedding_dim else None)
             self.output_bias = self.add_weight(name="output_bias", shape=(vocab_size,),
                                                initializer="zeros")
         else:
             self.softmax = AdaptiveSoftmax(vocab_size, cutoffs, name="softmax")
 
+    # ---------------------------------------------------------- subclass hooks
+    @property
+    def state_size(self) -> int:
+        """Size of each of h and c of every layer."""
+        return self.hidden_size
+
+    @property
+    def output_size(self) -> int:
+        """Size of the vectors the output layer reads."""
+        return self.hidden_size
+
+    def make_layer(self, index: int) -> keras.layers.Layer:
+        """Recurrent layer ``index``; must return (sequence, h, c) when run."""
+        return keras.layers.LSTM(self.hidden_size, return_sequences=True, return_state=True,
+                                 name=f"lstm_{index}")
+
+    def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
+        """What the document context contributes; nothing for the plain LSTM."""
+        return Context()
+
+    def run_layer(self, layer: keras.layers.Layer, x: tf.Tensor, context: Context,
+                  state: list[tf.Tensor], training: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        return layer(x, initial_state=state, training=training)
+
+    # ---------------------------------------------------------------- the LM
     def zero_state(self, batch_size: tf.Tensor) -> list[list[tf.Tensor]]:
-        zeros = tf.zeros([batch_size, self.hidden_size])
+        zeros = tf.zeros([batch_size, self.state_size])
         return [[zeros, zeros] for _ in range(self.num_layers)]
 
-    def encode(self, inputs: tf.Tensor, training: bool = False, state: Any = None,
-               reset: tf.Tensor | None = None) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
-        """LSTM outputs [B, L, hidden_size] and the final state; ``reset`` [B] zeroes ``state``."""
+    def encode(self, inputs: tf.Tensor, context: Context, training: bool = False,
+               state: Any = None, reset: tf.Tensor | None = None
+               ) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
+        """Recurrent outputs [B, L, output_size] and the final state; ``reset`` [B] zeroes
+        ``state`` for the lanes that start a new document."""
         if state is None:
             state = self.zero_state(tf.shape(inputs)[0])
         elif reset is not None:
@@ -61,19 +102,19 @@ class LSTMLanguageModel(LanguageModel):
             state = [[h * keep, c * keep] for h, c in state]
         x = self.input_dropout(self.embedding(inputs), training=training)
         new_state = []
-        for lstm, dropout, layer_state in zip(self.lstms, self.dropouts, state):
-            x, h, c = lstm(x, initial_state=layer_state, training=training)
+        for layer, dropout, layer_state in zip(self.rnns, self.dropouts, state):
+            x, h, c = self.run_layer(layer, x, context, layer_state, training)
             x = dropout(x, training=training)
             new_state.append([h, c])
         return x, new_state
 
-    def log_probs(self, hidden: tf.Tensor) -> tf.Tensor:
+    def log_probs(self, hidden: tf.Tensor, context: Context) -> tf.Tensor:
         """Full next-word log-probabilities: hidden [..., H] -> [..., vocab_size] (sum to 1)."""
         if self.tie_embeddings:
             return tf.nn.log_softmax(self._tied_logits(hidden), axis=-1)
         return self.softmax(hidden)
 
-    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor, context: Context) -> tf.Tensor:
         """log p(target) [...] from hidden [..., H] (efficient for the adaptive softmax)."""
         if self.tie_embeddings:
             return -tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -86,6 +127,14 @@ class LSTMLanguageModel(LanguageModel):
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None) -> ModelOutput:
-        hidden, new_state = self.encode(batch["inputs"], training=training, state=state,
-                                        reset=batch.get("reset"))
-        return ModelOutput(self.target_log_prob(hidden, batch["targets"]), state=new_state)
+        context = self.context(batch, training=training)
+        hidden, new_state = self.encode(batch["inputs"], context, training=training,
+                                        state=state, reset=batch.get("reset"))
+        return ModelOutput(self.target_log_prob(hidden, batch["targets"], context),
+                           state=new_state, aux_loss=context.aux_loss,
+                           aux_metrics=context.aux_metrics)
+
+
+class LSTMLanguageModel(RecurrentLanguageModel):
+    """The basic-LSTM baseline: :class:`RecurrentLanguageModel` with Keras LSTM layers and no
+    document context."""

@@ -1,0 +1,120 @@
+"""The topic-guided models of Wang et al. 2018: TCNLM and the naive mixture of experts.
+
+Both condition each sentence on ``t``, the topic proportions that the neural topic model
+(eq. 4-6, :class:`layers.topic_model.NeuralTopicModel`) infers from the bag of words of the
+sentence's document minus that sentence (``batch["bow"]``), and both are trained end to end
+on the ELBO of eq. 17 plus the diversity regulariser (eq. 18):
+
+    J = E_q[log p(d|t)] - KL(q(t|d) || p(t)) + E_q[sum_m log p(y_m | y_<m, t)] + lambda R
+
+The training loop minimises -J per predicted token: the language-model NLL comes from
+``target_log_probs`` and ``-E_q[log p(d|t)] + KL - lambda R`` from ``aux_loss`` (one
+Monte-Carlo sample of t per sentence while training, the posterior mean at evaluation).
+
+* :class:`TCNLM` runs topic-compositional LSTM layers (eq. 13-15): every gate's weights are
+  W_a diag(W_b t) W_c, so t mixes T experts that share structure (eq. 11-12).
+* :class:`NaiveMoE` runs T separate LSTM experts and mixes their output distributions with
+  t: p(y_m) = sum_k t_k softmax(V h_m^(k)) (eq. 7-8; the baseline of Table 6).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+import tensorflow as tf
+
+from layers.topic_lstm import MixtureOfExpertsLSTMCell, TopicCompositionalLSTM
+from layers.topic_model import BagOfWords, NeuralTopicModel
+from tcnlm_tf.models.lstm import Context, RecurrentLanguageModel
+
+
+class TopicGuidedLanguageModel(RecurrentLanguageModel):
+    """A :class:`RecurrentLanguageModel` whose :meth:`context` is the neural topic model."""
+
+    uses_bow = True
+
+    def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
+                 ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
+                 **kwargs):
+        self.num_topics = num_topics  # before super().__init__, which calls make_layer
+        super().__init__(vocab_size, **kwargs)
+        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
+        self.ntm = NeuralTopicModel(topic_vocab_size, num_topics, hidden_units=ntm_hidden_units,
+                                    diversity_weight=diversity_weight, name="ntm")
+
+    def infer_topics(self, bow: tf.Tensor, training: bool = False,
+                     sample: bool | None = None) -> dict[str, tf.Tensor]:
+        """The topic model's outputs for document-context ids ``bow`` [B, M]: ``topics``
+        [B, T] and the rest of :meth:`NeuralTopicModel.call`'s dict."""
+        return self.ntm(self.bag_of_words(bow), training=training, sample=sample)
+
+    def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
+        ntm = self.infer_topics(batch["bow"], training=training)
+        examples = tf.cast(tf.shape(batch["bow"])[0], tf.float32)
+        diversity = self.ntm.diversity()
+        # -(E_q log p(d|t) - KL) summed over the batch, and -lambda R once per example so R
+        # keeps weight lambda relative to each example's ELBO (eq. 18).
+        aux_loss = (tf.reduce_sum(ntm["kl"] - ntm["reconstruction"])
+                    - self.ntm.diversity_weight * diversity * examples)
+        metrics = {"ntm_reconstruction": tf.reduce_sum(ntm["reconstruction"]),
+                   "ntm_kl": tf.reduce_sum(ntm["kl"]),
+                   "ntm_diversity": diversity * examples}
+        return Context(topics=ntm["topics"], aux_loss=aux_loss, aux_metrics=metrics)
+
+
+class TCNLM(TopicGuidedLanguageModel):
+    """Topic Compositional Neural Language Model (Wang et al. 2018, Figure 1): the neural
+    topic model's t drives stacked :class:`TopicCompositionalLSTM` layers (eq. 13-15) with
+    ``num_factors`` factors per gate, followed by the (adaptive) softmax of eq. 9."""
+
+    def __init__(self, vocab_size: int, topic_vocab_size: int, num_factors: int = 600,
+                 **kwargs):
+        self.num_factors = num_factors  # before super().__init__, which calls make_layer
+        super().__init__(vocab_size, topic_vocab_size, **kwargs)
+
+    def make_layer(self, index: int) -> keras.layers.Layer:
+        return TopicCompositionalLSTM(self.hidden_size, self.num_factors, self.num_topics,
+                                      return_sequences=True, return_state=True,
+                                      name=f"tc_lstm_{index}")
+
+    def run_layer(self, layer, x, context, state, training):
+        return layer([x, context.topics], initial_state=state, training=training)
+
+
+class NaiveMoE(TopicGuidedLanguageModel):
+    """Naive mixture of experts (eq. 7-8): ``num_topics`` LSTM experts of ``hidden_size``
+    units each (one batched :class:`MixtureOfExpertsLSTMCell` per layer), one shared output
+    layer V, expert distributions mixed by t. Hidden vectors are [..., T, hidden_size]."""
+
+    @property
+    def state_size(self) -> int:
+        return self.num_topics * self.hidden_size
+
+    def make_layer(self, index: int) -> keras.layers.Layer:
+        return keras.layers.RNN(MixtureOfExpertsLSTMCell(self.hidden_size, self.num_topics),
+                                return_sequences=True, return_state=True,
+                                name=f"moe_lstm_{index}")
+
+    def encode(self, inputs, context, training=False, state=None, reset=None):
+        hidden, new_state = super().encode(inputs, context, training, state, reset)
+        shape = tf.concat([tf.shape(hidden)[:-1], [self.num_topics, self.hidden_size]], 0)
+        return tf.reshape(hidden, shape), new_state
+
+    def _log_topics(self, context: Context, like: tf.Tensor) -> tf.Tensor:
+        """log t broadcast to ``like``'s leading dims: [B, T] -> [B, 1.., T]."""
+        log_t = tf.math.log(tf.maximum(context.topics, 1e-30))
+        extra = len(like.shape) - 2
+        return tf.reshape(log_t, tf.concat([tf.shape(log_t)[:1], [1] * extra,
+                                            tf.shape(log_t)[1:]], 0))
+
+    def target_log_prob(self, hidden, targets, context):
+        """log sum_k t_k p_k(target) [B, L] from expert vectors [B, L, T, H] (eq. 7)."""
+        per_expert = super().target_log_prob(
+            hidden, tf.repeat(targets[..., None], self.num_topics, axis=-1), context)
+        return tf.reduce_logsumexp(per_expert + self._log_topics(context, per_expert), axis=-1)
+
+    def log_probs(self, hidden, context):
+        """Full mixture log-probabilities [..., vocab_size] from [..., T, H] (eq. 7)."""
+        per_expert = super().log_probs(hidden, context)            # [B, .., T, V]
+        log_t = self._log_topics(context, per_expert[..., 0])[..., None]
+        return tf.reduce_logsumexp(per_expert + log_t, axis=-2)
