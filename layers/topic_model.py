@@ -57,13 +57,15 @@ class BagOfWords(keras.layers.Layer):
     def call(self, ids):
         """``ids [B, N]`` -> ``counts [B, vocab_size]`` (float32, column 0 is 0)."""
         ids = tf.cast(ids, tf.int32)
-        return tf.math.bincount(
+        counts = tf.math.bincount(
             ids,
             weights=tf.cast(ids > 0, tf.float32),
             minlength=self.vocab_size,
             maxlength=self.vocab_size,
             axis=-1,
         )
+        # bincount loses the static width; restore it so graph-mode callers can build.
+        return tf.reshape(counts, [-1, self.vocab_size])
 
     def compute_output_spec(self, ids):
         """Symbolic ``[B, vocab_size]`` float32 output, whatever the dtype policy."""

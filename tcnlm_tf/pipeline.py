@@ -155,3 +155,15 @@ def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
     lanes = document_lanes(split, seq_len, batch_size, order)
     dataset = tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
+                 max_bow: int | None = None, shuffle_seed: int | None = None,
+                 examples: SentenceExamples | None = None) -> tf.data.Dataset:
+    """The batches of ``split`` for ``mode`` ('sentence' or 'document'); ``max_bow`` adds
+    the document context (sentence mode), ``examples`` reuses precomputed sequences."""
+    if mode == "document":
+        return document_dataset(split, seq_len, batch_size, shuffle_seed)
+    if examples is None:
+        examples = sentence_examples(split, seq_len)
+    return sentence_dataset(split, examples, batch_size, max_bow, shuffle_seed)

@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import load_corpus
-from train.run import main
+from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
 SMALL_SYNTHETIC = ["--synthetic", "train_docs=240", "--synthetic", "valid_docs=30",
@@ -74,35 +74,52 @@ def test_tensorboard_reader_loads_the_scalars(sentence_run):
         metrics["test_perplexity"], rel=1e-5)
 
 
-def test_resume_restores_optimizer_step_and_weights(workdir):
-    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + ["--run-name", "r",
-                                                              "--max-steps", "4"]
-    main(args)
-    run_dir = workdir / "runs" / "r"
-    config = RunConfig.load(run_dir / "config.json")
+@pytest.mark.parametrize("model", ["lstm", "tcnlm"])
+def test_resume_restores_optimizer_step_and_weights(workdir, model):
+    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + [
+        "--run-name", f"r-{model}", "--model", model, "--num-layers", "2", "--num-topics", "4"]
+    config = config_from_args(build_parser().parse_args(args))
+    run_dir = workdir / "runs" / f"r-{model}"
     corpus = load_corpus(config.data, cache_dir=workdir / "cache")
-
-    saved = Trainer(config, corpus, run_dir)
-    saved.checkpoint.restore(saved.manager.latest_checkpoint)
-    expected_weights = [v.numpy() for v in saved.model.weights]
-    expected_slots = [v.numpy() for v in saved.optimizer.variables]
+    config.train.max_steps = 4
+    trained = Trainer(config, corpus, run_dir)
+    assert trained.fit() == "max_steps"
+    weights = [v.numpy() for v in trained.model.weights]   # paths may repeat: compare in order
+    slots = [v.numpy() for v in trained.optimizer.variables]
 
     fresh = Trainer(config, corpus, run_dir)
+    # before restoring, the fresh model differs from the trained one in every trainable weight
+    trainable = {id(v) for v in fresh.model.trainable_variables}
+    unchanged = [v.path for v, w in zip(fresh.model.weights, weights)
+                 if id(v) in trainable and np.array_equal(v.numpy(), w)]
+    assert not unchanged
     assert fresh.step == 0
     assert fresh.resume()
     assert fresh.step == 4 == int(fresh.batch_in_epoch)
-    for got, want in zip(fresh.model.weights, expected_weights):
-        np.testing.assert_array_equal(got.numpy(), want)
-    for got, want in zip(fresh.optimizer.variables, expected_slots):
-        np.testing.assert_array_equal(got.numpy(), want)
-    # the restored weights are the trained ones, not a fresh initialisation
-    untrained = Trainer(config, corpus, run_dir)
-    assert any(not np.array_equal(a.numpy(), b) for a, b in
-               zip(untrained.model.weights, expected_weights))
+    assert len(fresh.model.weights) == len(weights)
+    for variable, want in zip(fresh.model.weights, weights):
+        np.testing.assert_array_equal(variable.numpy(), want, variable.path)
+    assert len(fresh.optimizer.variables) == len(slots)
+    for got, want in zip(fresh.optimizer.variables, slots):
+        np.testing.assert_array_equal(got.numpy(), want, got.path)
 
     # continuing trains from there: two more steps, then stop again
     fresh.config.train.max_steps = 6
     assert fresh.fit() == "max_steps" and fresh.step == 6
+
+
+def test_best_checkpoint_reloads_to_the_same_test_perplexity(sentence_run):
+    """A run reloaded in a new model reproduces the test perplexity measured in training."""
+    from tcnlm_tf.evaluation import corpus_nll
+    from tcnlm_tf.metrics import perplexity
+    from tcnlm_tf.runs import load_run
+    from evaluate.common import read_documents, split_file
+
+    run_dir, metrics = sentence_run
+    run = load_run(run_dir)
+    nll, tokens = corpus_nll(run, read_documents(split_file(run, "test")))
+    assert tokens == metrics["test_tokens"]
+    assert perplexity(nll, tokens) == pytest.approx(metrics["test_perplexity"], rel=1e-4)
 
 
 def test_document_mode_trains_and_reports_the_same_token_count(workdir, sentence_run):

@@ -34,6 +34,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tcnlm_tf.checkpoints import model_checkpoint
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import Corpus
 from tcnlm_tf.metrics import perplexity
@@ -100,14 +101,14 @@ class Trainer:
         self.learning_rate = tf.Variable(train.learning_rate, dtype=tf.float32, trainable=False)
         self.best_valid = tf.Variable(math.inf, dtype=tf.float64, trainable=False)
         self.bad_epochs = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, epoch=self.epoch,
+        self.checkpoint = model_checkpoint(
+            self.model, optimizer=self.optimizer, epoch=self.epoch,
             batch_in_epoch=self.batch_in_epoch, learning_rate=self.learning_rate,
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.run_dir / "checkpoints", max_to_keep=3)
         self.best_manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(model=self.model), self.run_dir / "best", max_to_keep=1)
+            model_checkpoint(self.model), self.run_dir / "best", max_to_keep=1)
         self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
         self.history: list[dict[str, Any]] = []
         self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
@@ -127,13 +128,11 @@ class Trainer:
         """The batches of ``split`` for this run's mode (global batch size)."""
         data, batch_size = self.config.data, self.config.train.batch_size
         arrays = self.corpus.splits[split]
-        if self.uses_state:
-            return pipeline.document_dataset(arrays, data.seq_len, batch_size, shuffle_seed)
-        if split not in self.examples:
+        if not self.uses_state and split not in self.examples:
             self.examples[split] = pipeline.sentence_examples(arrays, data.seq_len)
-        max_bow = data.max_bow if self.model.uses_bow else None
-        return pipeline.sentence_dataset(arrays, self.examples[split], batch_size, max_bow,
-                                         shuffle_seed)
+        return pipeline.make_dataset(arrays, data.seq_len, batch_size, self.config.model.mode,
+                                     data.max_bow if self.model.uses_bow else None,
+                                     shuffle_seed, self.examples.get(split))
 
     def _build(self) -> None:
         """Create every variable (model and optimiser) so checkpoints can be restored."""
@@ -196,7 +195,7 @@ class Trainer:
         latest = self.manager.latest_checkpoint
         if latest is None:
             return False
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        self.checkpoint.restore(latest).assert_consumed()
         self.optimizer.learning_rate.assign(self.learning_rate)
         metrics = self.run_dir / "metrics.json"
         if metrics.is_file():
@@ -304,8 +303,8 @@ class Trainer:
     def restore_best(self) -> None:
         """Load the weights with the best validation perplexity (if any epoch finished)."""
         if self.best_manager.latest_checkpoint:
-            tf.train.Checkpoint(model=self.model).restore(
-                self.best_manager.latest_checkpoint).assert_existing_objects_matched()
+            model_checkpoint(self.model).restore(
+                self.best_manager.latest_checkpoint).assert_consumed()
 
     def write_metrics(self, **extra: Any) -> dict[str, Any]:
         """Write ``metrics.json`` (history, best validation perplexity, any ``extra``)."""

@@ -1,0 +1,50 @@
+"""``python -m evaluate.coherence --run runs/<name>``: topic coherence (NPMI) of the learned
+topics, as in both papers: for each topic the mean NPMI over all pairs of its top N words,
+averaged over topics, for N = 5, 10, 15, 20, and the mean over N. Word and pair probabilities
+are counted in sliding windows of ``--window`` tokens (20, as Lau et al.'s toolkit; 0 = whole
+documents) over a reference corpus (default: the run's training split)."""
+from __future__ import annotations
+
+import json
+
+from evaluate.common import parser, read_documents, split_file
+from evaluate.topics import top_words
+from tcnlm_tf.errors import exit_on_user_error
+
+NS = (5, 10, 15, 20)
+
+
+def coherence(run, reference, window: int = 20) -> dict:
+    """The coherence summary of ``run``'s topics against ``reference`` documents."""
+    from tcnlm_tf.coherence import coherence_summary, count_cooccurrences
+
+    topics = top_words(run, max(NS))
+    counts = count_cooccurrences(reference, {w for t in topics for w in t}, window)
+    return coherence_summary(topics, counts, NS)
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict:
+    p = parser("coherence", __doc__.split(": ", 1)[1])
+    p.add_argument("--reference", help="reference corpus file in the corpus format "
+                   "(default: the run's training split)")
+    p.add_argument("--window", type=int, default=20,
+                   help="sliding-window size in tokens; 0 = whole documents (default: 20)")
+    args = p.parse_args(argv)
+    from tcnlm_tf.runs import load_run, require_topic_model
+
+    run = load_run(args.run)
+    require_topic_model(run, "evaluate.coherence")
+    path = args.reference or split_file(run, "train")
+    summary = coherence(run, read_documents(path), args.window)
+    for n, value in summary["per_n"].items():
+        print(f"NPMI top-{n}: {value:.4f}")
+    print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "
+          f"(reference {path}, window {args.window})")
+    result = {"reference": str(path), "window": args.window, **summary}
+    (run.directory / "coherence.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

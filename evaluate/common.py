@@ -1,0 +1,36 @@
+"""Pieces shared by the ``evaluate`` command-line tools."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file  # noqa: E402
+from tcnlm_tf.errors import UserError  # noqa: E402
+
+
+def parser(prog: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+    """An argument parser with the ``--run`` every evaluator takes."""
+    p = argparse.ArgumentParser(prog=f"python -m evaluate.{prog}", description=description,
+                                epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", type=Path, required=True,
+                   help="run directory made by `python -m train.run` (runs/<name>)")
+    return p
+
+
+def read_documents(path: Path) -> list[Document]:
+    """Documents of a corpus-format file; skipped lines are reported, no documents is an error."""
+    documents, stats = read_corpus_file(path)
+    for line in stats.problems(Path(path)):
+        print(line)
+    if not documents:
+        raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
+    return documents
+
+
+def split_file(run, split: str) -> Path:
+    """The run's own corpus file for ``split`` (the synthetic corpus is regenerated if needed)."""
+    from tcnlm_tf.data import source_dir
+    return source_dir(run.config.data) / f"{split}.txt"

@@ -1,0 +1,62 @@
+"""``python -m evaluate.generate --run runs/<name> --topic I``: sentences conditioned on one
+topic (t = e_I, i.e. only the I-th factor of W_b and U_b, as in the TCNLM paper's Table 5) or
+on a mixture (``--mixture 3:0.5,7:0.5``), from a zero state, greedy or sampled with a
+temperature, each ending at ``<eos>`` or after ``--max-words`` words."""
+from __future__ import annotations
+
+import json
+
+from evaluate.common import parser
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+
+def parse_mixture(text: str) -> dict[int, float]:
+    """'3:0.5,7:0.5' -> {3: 0.5, 7: 0.5}."""
+    try:
+        pairs = [item.split(":") for item in text.split(",") if item.strip()]
+        return {int(k): float(w) for k, w in pairs}
+    except ValueError:
+        raise UserError(f"--mixture {text!r}: expected TOPIC:WEIGHT pairs such as 3:0.5,7:0.5")
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> list[str]:
+    p = parser("generate", __doc__.split(": ", 1)[1])
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--topic", type=int, help="condition on this topic alone")
+    which.add_argument("--mixture", help="condition on a mixture, e.g. 3:0.5,7:0.5")
+    p.add_argument("--num", type=int, default=3, help="sentences to generate (default: 3)")
+    p.add_argument("--greedy", action="store_true", help="most probable word at each step")
+    p.add_argument("--temperature", type=float, default=0.75,
+                   help="sampling temperature (default: 0.75, as TDLM's Table 8)")
+    p.add_argument("--max-words", type=int, default=40, help="length cap (default: 40)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    args = p.parse_args(argv)
+    if args.temperature <= 0:
+        raise UserError("--temperature must be positive (use --greedy for argmax decoding)")
+    from tcnlm_tf.evaluation import generate, topic_vector
+    from tcnlm_tf.runs import load_run
+
+    run = load_run(args.run)
+    topic_model = getattr(run.model, "uses_bow", False)
+    if topic_model and args.topic is None and args.mixture is None:
+        raise UserError(f"{run.directory} is a topic model: give --topic I or --mixture I:W,...")
+    if not topic_model and (args.topic is not None or args.mixture):
+        raise UserError(f"{run.directory} is a --model {run.config.model.model} run without "
+                        "topics: drop --topic/--mixture")
+    t = (topic_vector(run.model.num_topics, args.topic,
+                      parse_mixture(args.mixture) if args.mixture else None)
+         if topic_model else None)
+    sentences = [" ".join(s) for s in generate(run, t, args.num, args.temperature, args.greedy,
+                                               args.max_words, args.seed)]
+    label = (f"topic {args.topic}" if args.topic is not None
+             else f"mixture {args.mixture}" if args.mixture else "no topic")
+    print(f"{label} ({'greedy' if args.greedy else f'temperature {args.temperature}'}):")
+    for sentence in sentences:
+        print(f"  {sentence}")
+    print(json.dumps({"condition": label, "sentences": sentences}))
+    return sentences
+
+
+if __name__ == "__main__":
+    main()

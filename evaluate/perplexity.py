@@ -1,0 +1,34 @@
+"""``python -m evaluate.perplexity --run runs/<name> [--text-file F]``: test perplexity of a
+trained run on its own test split or on any file in the corpus format."""
+from __future__ import annotations
+
+import json
+
+from evaluate.common import parser, read_documents, split_file
+from tcnlm_tf.errors import exit_on_user_error
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict:
+    p = parser("perplexity", __doc__.split(": ", 1)[1],
+               "The perplexity is exp(total NLL / predicted tokens), <eos> included.")
+    p.add_argument("--text-file", help="file in the corpus format (default: the run's test split)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: the run's")
+    args = p.parse_args(argv)
+    from tcnlm_tf.evaluation import corpus_nll
+    from tcnlm_tf.metrics import perplexity
+    from tcnlm_tf.runs import load_run
+
+    run = load_run(args.run)
+    path = args.text_file or split_file(run, "test")
+    nll, tokens = corpus_nll(run, read_documents(path), args.batch_size)
+    result = {"file": str(path), "perplexity": perplexity(nll, tokens),
+              "predicted_tokens": int(tokens), "nll": nll, "checkpoint": run.checkpoint}
+    print(f"{run.config.model.model} perplexity on {path}: {result['perplexity']:.2f} "
+          f"({int(tokens)} predicted tokens)")
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

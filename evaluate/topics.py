@@ -1,0 +1,44 @@
+"""``python -m evaluate.topics --run runs/<name>``: the top words of every learned topic
+(rows of the topic model's beta, eq. 6), written to ``<run>/topics.txt`` and to TensorBoard
+(text ``topics/top_words``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from evaluate.common import parser
+from tcnlm_tf.errors import exit_on_user_error
+
+
+def top_words(run, n: int) -> list[list[str]]:
+    """The ``n`` most probable topic-vocabulary words of each topic (padding never listed)."""
+    beta = run.model.ntm.topic_word().numpy().copy()
+    beta[:, 0] = -np.inf
+    order = np.argsort(-beta, axis=1)[:, :n]
+    return [[run.topic_vocab.words[i] for i in row] for row in order]
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> list[list[str]]:
+    p = parser("topics", __doc__.split(": ", 1)[1])
+    p.add_argument("--top-n", type=int, default=10, help="words per topic (default: 10)")
+    args = p.parse_args(argv)
+    import tensorflow as tf
+    from tcnlm_tf.runs import load_run, require_topic_model
+
+    run = load_run(args.run)
+    require_topic_model(run, "evaluate.topics")
+    topics = top_words(run, args.top_n)
+    lines = [f"topic {k}: {' '.join(words)}" for k, words in enumerate(topics)]
+    path = run.directory / "topics.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    table = "| topic | top words |\n| --- | --- |\n" + "\n".join(
+        f"| {k} | {' '.join(words)} |" for k, words in enumerate(topics))
+    with tf.summary.create_file_writer(str(run.directory / "tensorboard")).as_default(step=0):
+        tf.summary.text("topics/top_words", table)
+    print(f"written to {path} and TensorBoard ({run.directory / 'tensorboard'})")
+    return topics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Loading a trained run directory (``runs/<name>``) for evaluation, generation and export.
+
+A run directory holds ``config.json``, ``lm_vocab.txt``, ``topic_vocab.txt`` and the
+checkpoints written by ``python -m train.run``; :func:`load_run` rebuilds the model from the
+configuration and restores its best weights (or the latest checkpoint's, if no epoch
+finished). :func:`encode_documents` turns any documents into the run's id arrays.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import tensorflow as tf
+
+from tcnlm_tf.checkpoints import model_checkpoint
+from tcnlm_tf.config import RunConfig
+from tcnlm_tf.corpus import Document
+from tcnlm_tf.data import SplitArrays, encode_split
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.models import LanguageModel, build_model
+from tcnlm_tf.pipeline import EOS_ID
+from tcnlm_tf.vocab import UNK, Vocabulary
+
+
+@dataclasses.dataclass
+class Run:
+    """A trained run: where it is, how it was configured, its vocabularies and model."""
+
+    directory: Path
+    config: RunConfig
+    lm_vocab: Vocabulary
+    topic_vocab: Vocabulary
+    model: LanguageModel
+    checkpoint: str
+
+
+def _dummy_batch(config: RunConfig) -> dict[str, tf.Tensor]:
+    """A one-row batch that creates every variable of a model when it is called."""
+    ids = tf.constant([[EOS_ID, EOS_ID]], tf.int32)
+    return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]),
+            "bow": tf.zeros([1, config.data.max_bow], tf.int32)}
+
+
+def load_run(directory: Path | str) -> Run:
+    """Rebuild the model of ``directory`` and restore its best (else latest) weights."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"run directory {directory} not found: pass --run runs/<name> as "
+                        "created by `python -m train.run`")
+    config = RunConfig.load(directory / "config.json")
+    lm_vocab = Vocabulary.load(directory / "lm_vocab.txt", unk=UNK)
+    topic_vocab = Vocabulary.load(directory / "topic_vocab.txt")
+    checkpoint = (tf.train.latest_checkpoint(str(directory / "best"))
+                  or tf.train.latest_checkpoint(str(directory / "checkpoints")))
+    if checkpoint is None:
+        raise UserError(f"{directory} has no checkpoint yet: train it first "
+                        f"(python -m train.run --run-name {directory.name} --resume)")
+    model = build_model(config.model, len(lm_vocab), len(topic_vocab))
+    model(_dummy_batch(config))
+    model_checkpoint(model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    return Run(directory, config, lm_vocab, topic_vocab, model, checkpoint)
+
+
+def encode_documents(run: Run, documents: list[Document]) -> SplitArrays:
+    """Documents as id arrays in ``run``'s vocabularies (unknown LM words become ``<unk>``)."""
+    return encode_split(documents, run.lm_vocab, run.topic_vocab)
+
+
+def require_topic_model(run: Run, command: str) -> None:
+    """Refuse runs without a neural topic model (the plain LSTM) for topic commands."""
+    if not getattr(run.model, "uses_bow", False):
+        raise UserError(f"{command} needs a topic model; {run.directory} is a "
+                        f"--model {run.config.model.model} run (train --model tcnlm or moe)")
