@@ -113,9 +113,16 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "RunConfig":
-        return cls(data=DataConfig(**raw.get("data", {})),
-                   model=ModelConfig(**raw.get("model", {})),
-                   train=TrainConfig(**raw.get("train", {})))
+        sections = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+        values = {}
+        for name, section in sections.items():
+            given = raw.get(name, {})
+            unknown = set(given) - {f.name for f in dataclasses.fields(section)}
+            if unknown:
+                raise UserError(f"config.json has unknown {name} settings {sorted(unknown)}: "
+                                "it was written by another version of tcnlm-tf")
+            values[name] = section(**given)
+        return cls(**values)
 
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")

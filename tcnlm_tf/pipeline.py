@@ -134,7 +134,9 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
     inputs = tf.constant(examples.inputs)
     targets = tf.constant(examples.targets)
     context = tf.constant(examples.context)
-    topic_ids = tf.constant(split.topic_ids)
+    # one trailing 0 so masked positions can gather index 0 even when a split has no
+    # topic-vocabulary word at all
+    topic_ids = tf.constant(np.append(split.topic_ids, 0).astype(np.int32))
 
     def gather(index):
         batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}

@@ -36,6 +36,11 @@ class LanguageModel(keras.Model):
     #: the batch must contain ``bow`` (document-minus-sentence context)
     uses_bow: bool = False
 
+    def build(self, input_shape: Any) -> None:
+        """Nothing to create up front: each sub-layer builds itself on the first call.
+        (Without this Keras tries a symbolic trace of ``call`` on the batch dict first.)"""
+        self.built = True
+
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None) -> ModelOutput:
         raise NotImplementedError

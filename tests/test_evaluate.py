@@ -1,0 +1,147 @@
+"""The evaluate commands on a tiny TCNLM trained on a small synthetic corpus."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from tcnlm_tf.corpus import write_corpus_file
+from train.run import main as train
+
+TINY = ["--synthetic", "train_docs=120", "--synthetic", "valid_docs=12", "--synthetic",
+        "test_docs=12", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
+        "--hidden-size", "32", "--embedding-dim", "16", "--num-topics", "4",
+        "--num-factors", "16", "--ntm-hidden", "32,32", "--batch-size", "32", "--epochs", "2",
+        "--learning-rate", "0.005"]
+
+
+@pytest.fixture(scope="module")
+def tcnlm_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    metrics = train(TINY + ["--model", "tcnlm", "--runs-dir", str(root / "runs"),
+                            "--cache-dir", str(root / "cache"), "--run-name", "tc"])
+    return root / "runs" / "tc", metrics, root
+
+
+def run_args(tcnlm_run, *args):
+    return ["--run", str(tcnlm_run[0]), *args]
+
+
+def tensorboard_tags(run_dir, kind):
+    acc = event_accumulator.EventAccumulator(str(run_dir / "tensorboard"),
+                                             size_guidance={event_accumulator.TENSORS: 0,
+                                                            event_accumulator.IMAGES: 0})
+    acc.Reload()
+    return acc, set(acc.Tags()[kind])
+
+
+def test_tensorboard_has_the_elbo_terms_separately(tcnlm_run):
+    _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
+    assert {"train/loss", "train/perplexity", "train/ntm_reconstruction", "train/ntm_kl",
+            "train/ntm_diversity", "valid/perplexity"} <= tags
+
+
+def test_perplexity_on_own_test_split_and_on_any_file(tcnlm_run, tmp_path):
+    from evaluate.perplexity import main
+    run_dir, metrics, _ = tcnlm_run
+    own = main(run_args(tcnlm_run))
+    assert own["perplexity"] == pytest.approx(metrics["test_perplexity"], rel=1e-4)
+    text = tmp_path / "other.txt"
+    source = json.loads((run_dir / "config.json").read_text())
+    documents = [[["the", "zzzz", "of"], ["a", "b"]]]
+    write_corpus_file(text, documents)
+    other = main(run_args(tcnlm_run, "--text-file", str(text)))
+    assert other["predicted_tokens"] == 5 + 2 and np.isfinite(other["perplexity"])
+    assert source["model"]["model"] == "tcnlm"
+
+
+def test_topics_written_and_in_tensorboard(tcnlm_run):
+    from evaluate.topics import main
+    topics = main(run_args(tcnlm_run, "--top-n", "6"))
+    assert len(topics) == 4 and all(len(t) == 6 and "<pad>" not in t for t in topics)
+    lines = (tcnlm_run[0] / "topics.txt").read_text().splitlines()
+    assert lines[0] == "topic 0: " + " ".join(topics[0])
+    _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
+    assert "topics/top_words" in tags
+
+
+def test_coherence_summary(tcnlm_run):
+    from evaluate.coherence import main
+    result = main(run_args(tcnlm_run, "--window", "10"))
+    assert set(result["per_n"]) == {5, 10, 15, 20}
+    assert -1.0 <= result["mean"] <= 1.0
+    assert result["mean"] == pytest.approx(np.mean(list(result["per_n"].values())))
+    assert json.loads((tcnlm_run[0] / "coherence.json").read_text())["window"] == 10
+
+
+def test_infer_numbers_picture_and_tensorboard_image(tcnlm_run):
+    from evaluate.infer import main
+    result = main(run_args(tcnlm_run, "--document", "1"))
+    assert len(result["topics"]) == 4 and sum(result["topics"]) == pytest.approx(1.0, abs=1e-5)
+    png = (tcnlm_run[0] / "topics_doc1.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
+    assert "topics/document_1" in tags
+
+
+def test_infer_rejects_a_document_out_of_range(tcnlm_run, capsys):
+    from evaluate.infer import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(tcnlm_run, "--document", "999"))
+    assert exit_info.value.code == 2 and "out of range" in capsys.readouterr().err
+
+
+def test_generate_for_a_topic_and_a_mixture(tcnlm_run):
+    from evaluate.generate import main
+    vocab = set((tcnlm_run[0] / "lm_vocab.txt").read_text().split())
+    one = main(run_args(tcnlm_run, "--topic", "2", "--num", "2", "--seed", "1"))
+    mixed = main(run_args(tcnlm_run, "--mixture", "0:0.5,3:0.5", "--greedy", "--num", "1"))
+    for sentence in one + mixed:
+        words = sentence.split()
+        assert len(words) <= 40 and set(words) <= vocab and "<eos>" not in words
+    assert one == main(run_args(tcnlm_run, "--topic", "2", "--num", "2", "--seed", "1"))
+
+
+@pytest.mark.parametrize("args,fragment", [(["--topic", "9"], "out of range"),
+                                           (["--mixture", "1:x"], "TOPIC:WEIGHT"),
+                                           ([], "--topic I")])
+def test_generate_rejects_bad_topics(tcnlm_run, capsys, args, fragment):
+    from evaluate.generate import main
+    with pytest.raises(SystemExit):
+        main(run_args(tcnlm_run, *args))
+    assert fragment in capsys.readouterr().err
+
+
+def test_topic_vector_conditions_generation(tcnlm_run):
+    """Different one-hot topics change the next-word distribution (t enters the LM)."""
+    from tcnlm_tf.evaluation import topic_vector
+    from tcnlm_tf.models.lstm import Context
+    from tcnlm_tf.runs import load_run
+    run = load_run(tcnlm_run[0])
+    inputs = tf.constant([[2, 5, 7]])
+    dists = []
+    for k in range(2):
+        context = Context(topics=tf.constant(topic_vector(4, topic=k)[None]))
+        hidden, _ = run.model.encode(inputs, context)
+        dists.append(run.model.log_probs(hidden, context).numpy())
+    assert np.abs(dists[0] - dists[1]).max() > 1e-4
+    np.testing.assert_allclose(np.exp(dists[0]).sum(-1), 1.0, atol=1e-4)
+
+
+def test_recovery_reports_a_matched_cosine(tcnlm_run):
+    from evaluate.recovery import main
+    result = main(run_args(tcnlm_run))
+    assert result["num_true"] == 4 and result["num_learned"] == 4
+    assert 0.0 <= result["mean_matched_cosine"] <= 1.0
+    assert len(result["matched"]) == 4
+
+
+def test_commands_refuse_a_plain_lstm_run(tcnlm_run, capsys):
+    from evaluate.topics import main
+    root = tcnlm_run[2]
+    train(TINY + ["--epochs", "1", "--runs-dir", str(root / "runs"), "--cache-dir",
+                  str(root / "cache"), "--run-name", "plain"])
+    with pytest.raises(SystemExit):
+        main(["--run", str(root / "runs" / "plain")])
+    assert "needs a topic model" in capsys.readouterr().err
