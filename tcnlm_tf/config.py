@@ -85,6 +85,7 @@ class ModelConfig:
     num_factors: int | None = None   # None: hidden_size
     ntm_hidden_units: list[int] = dataclasses.field(default_factory=lambda: [256, 256])
     diversity_weight: float = 0.1
+    topic_word_scale: float = 30.0   # NTM beta logits = scale * weights (a faster-learning beta)
 
 
 @dataclasses.dataclass
@@ -168,6 +169,7 @@ class RunConfig:
             (m.num_topics >= 1 and (m.num_factors is None or m.num_factors >= 1),
              "--num-topics and --num-factors must be positive"),
             (all(h >= 1 for h in m.ntm_hidden_units), "--ntm-hidden sizes must be positive"),
+            (m.topic_word_scale > 0, "--topic-word-scale must be positive"),
             (not d.synthetic or d.dataset == "synthetic",
              "--synthetic settings only apply to --dataset synthetic"),
         ]

@@ -50,6 +50,7 @@ def test_missing_dataset_via_environment_variable(tmp_path):
     (["--resume"], "--run-name"),
     (["--synthetic", "no_such_field=3"], "no_such_field"),
     (["--dataset", "bnc", "--synthetic", "seed=3"], "--dataset synthetic"),
+    (["--model", "tcnlm", "--topic-word-scale", "0"], "--topic-word-scale"),
 ])
 def test_invalid_flags_are_rejected_up_front(tmp_path, args, fragment):
     result = run(*args, "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path))

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="topic-model encoder layer sizes (256,256)")
     topic.add_argument("--diversity-weight", type=float,
                        help="lambda of the topic diversity regulariser, eq. 18 (0.1)")
+    topic.add_argument("--topic-word-scale", type=float,
+                       help="the topic model's word logits are this times their weights, so "
+                       "Adam moves them this many times faster (30; 1 = plain)")
     train = parser.add_argument_group("training")
     train.add_argument("--batch-size", type=int, help="global batch size (64)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")

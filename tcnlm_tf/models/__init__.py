@@ -34,7 +34,8 @@ def _topic_guided(cls, config: ModelConfig, lm_vocab_size: int, topic_vocab_size
     return cls(
         vocab_size=lm_vocab_size, topic_vocab_size=topic_vocab_size,
         num_topics=config.num_topics, ntm_hidden_units=tuple(config.ntm_hidden_units),
-        diversity_weight=config.diversity_weight, embedding_dim=config.embedding_dim,
+        diversity_weight=config.diversity_weight, topic_word_scale=config.topic_word_scale,
+        embedding_dim=config.embedding_dim,
         hidden_size=config.hidden_size, num_layers=config.num_layers, dropout=config.dropout,
         cutoffs=output_cutoffs(config, lm_vocab_size), tie_embeddings=config.tie_embeddings,
         name=config.model, **extra)

@@ -35,12 +35,13 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel):
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
-                 **kwargs):
+                 topic_word_scale: float = 30.0, **kwargs):
         self.num_topics = num_topics  # before super().__init__, which calls make_layer
         super().__init__(vocab_size, **kwargs)
         self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
         self.ntm = NeuralTopicModel(topic_vocab_size, num_topics, hidden_units=ntm_hidden_units,
-                                    diversity_weight=diversity_weight, name="ntm")
+                                    diversity_weight=diversity_weight,
+                                    topic_word_scale=topic_word_scale, name="ntm")
 
     def infer_topics(self, bow: tf.Tensor, training: bool = False,
                      sample: bool | None = None) -> dict[str, tf.Tensor]:
