@@ -6,7 +6,9 @@
   ``<eos>``.
 * Topic-model vocabulary: the LM vocabulary's words minus stop words, minus the 0.1 % most
   frequent word types, minus words that occur in fewer than ``min_docs`` training documents
-  (100 in the papers). Id 0 is padding; there is no ``<unk>``: out-of-vocabulary words are
+  (100 in the papers), minus tokens without a letter (punctuation, "$", numbers: the papers'
+  stop-word list does not remove them, and on APNEWS "$", "(" and ":" would otherwise be
+  among the most frequent topic words). Id 0 is padding; there is no ``<unk>``: out-of-vocabulary words are
   simply absent from a bag of words.
 """
 from __future__ import annotations
@@ -98,12 +100,14 @@ def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
                       doc_counts: collections.Counter, stopwords: frozenset[str],
                       min_docs: int = 100, top_fraction: float = 0.001) -> Vocabulary:
     """Topic-model vocabulary: LM words minus stop words, the ``top_fraction`` most frequent
-    word types and words in fewer than ``min_docs`` documents; sorted by frequency."""
+    word types, words in fewer than ``min_docs`` documents and tokens without a letter;
+    sorted by frequency."""
     candidates = [w for w in lm_vocab.words if w not in LM_SPECIALS]
     num_top = int(math.floor(top_fraction * len(candidates)))
     too_frequent = set(_by_frequency(counts, candidates)[:num_top])
     kept = [w for w in candidates
-            if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs]
+            if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs
+            and any(ch.isalpha() for ch in w)]
     if not kept:
         raise UserError(
             f"the topic-model vocabulary is empty: no non-stop-word is in at least {min_docs} "

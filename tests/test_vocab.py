@@ -15,7 +15,7 @@ def test_lm_vocab_threshold_order_and_specials():
 
 
 def test_topic_vocab_filters():
-    documents = ([[["the", "goal", "match", "common"]]] * 6
+    documents = ([[["the", "goal", "match", "common", "$", "1990", "u.s."]]] * 6
                  + [[["vote", "party", "common", "common"]]] * 3)
     counts, doc_counts = word_counts(documents)
     assert doc_counts["common"] == 9 and counts["common"] == 12
@@ -29,7 +29,8 @@ def test_topic_vocab_filters():
     assert "the" not in topic             # stop word
     assert "common" not in topic          # the most frequent type
     assert "vote" not in topic            # only 3 documents
-    assert topic.words == [PAD, "goal", "match"]
+    assert "$" not in topic and "1990" not in topic   # no letter
+    assert topic.words == [PAD, "goal", "match", "u.s."]
     assert topic.id("vote") is None
 
 

@@ -242,12 +242,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trainer = Trainer(config, corpus, run_dir)
     if args.resume:
         trainer.resume()
+    parameters = count_parameters(trainer.model)
     print(f"model {config.model.model} ({config.model.mode} mode): "
-          f"{count_parameters(trainer.model):,} parameters on "
+          f"{parameters:,} parameters on "
           f"{trainer.num_replicas} replica(s)")
     reason = trainer.fit()
     if reason == "max_steps":
-        return trainer.write_metrics(stopped="max_steps")
+        return trainer.write_metrics(stopped="max_steps", parameters=parameters)
 
     trainer.restore_best()
     test_nll, test_tokens = trainer.evaluate("test")
@@ -255,7 +256,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trainer.log_test_perplexity(test_ppl)
     unigram = baselines.unigram_perplexity(corpus, "test")
     oracle = baselines.oracle_perplexity(corpus, "test")
-    metrics = trainer.write_metrics(stopped=reason, test_perplexity=test_ppl,
+    metrics = trainer.write_metrics(stopped=reason, parameters=parameters,
+                                    test_perplexity=test_ppl,
                                     test_tokens=int(test_tokens),
                                     baselines={"unigram": unigram, "oracle": oracle})
     print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",

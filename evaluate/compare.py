@@ -1,0 +1,199 @@
+"""``python -m evaluate.compare --dataset apnews``: train TCNLM and its baselines on one
+corpus with the same preset, budget and seed, and write their test perplexities as one table
+(the comparison of Wang et al. 2018, Tables 2 and 6).
+
+The rows, by default all four:
+
+* ``lstm``: the sentence-level LSTM (each sentence on its own, as TCNLM sees it);
+* ``lstm-document``: the LSTM with its state carried across the sentences of a document;
+* ``tcnlm``: the topic compositional LM with ``--num-topics`` topics;
+* ``moe``: the naive mixture of LSTM experts (eq. 7-8), Table 6's 30 experts of 100 units.
+
+Each row is one ``python -m train.run`` run in ``<runs-dir>/<name>/<row>/``. A run that already
+has its test perplexity is reused, one that stopped early is resumed from its checkpoint: an
+interrupted comparison continues where it stopped when the same command is run again. For the
+topic models the command also writes their top words (``topics.txt``) and NPMI coherence
+(``coherence.json``, reference: the training split, window 20). The table goes to
+``<runs-dir>/<name>/comparison.md`` and ``comparison.json``.
+
+Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --epochs 3``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: row name -> the train.run flags that make it (besides the shared ones)
+ROWS = {
+    "lstm": ["--model", "lstm"],
+    "lstm-document": ["--model", "lstm", "--mode", "document"],
+    "tcnlm": ["--model", "tcnlm"],
+    "moe": ["--model", "moe"],
+}
+TOPIC_ROWS = ("tcnlm", "moe")
+SETTINGS_FILE = "compare.json"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m evaluate.compare", description=__doc__.split(": ", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: python -m evaluate.compare --dataset apnews --data-dir ../shared/data")
+    p.add_argument("--dataset", choices=DATASETS, default="synthetic",
+                   help="corpus to compare on (default: synthetic)")
+    p.add_argument("--data-dir", type=Path, default=default_data_dir(),
+                   help="directory holding <dataset>/{train,valid,test}.txt")
+    p.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
+                   help="prepared-corpus cache (shared with train.run)")
+    p.add_argument("--models", default=",".join(ROWS),
+                   help=f"comma-separated rows, from {', '.join(ROWS)} (default: all)")
+    p.add_argument("--preset", choices=tuple(PRESETS), default="small",
+                   help="size preset of the LSTM-based rows (default: small)")
+    p.add_argument("--num-topics", type=int, default=50,
+                   help="TCNLM topics T (default: 50; the moe row keeps Table 6's 30 experts)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                   help="where the comparison directory is made (default: runs)")
+    p.add_argument("--name", help="comparison directory name (default: compare-<dataset>)")
+    p.add_argument("train_args", nargs="*", metavar="-- TRAIN_FLAGS",
+                   help="extra train.run flags for every row, after --")
+    return p
+
+
+def parse_rows(text: str) -> list[str]:
+    rows = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or not rows:
+        raise UserError(f"--models {text!r}: unknown or empty; choose from {', '.join(ROWS)}")
+    return rows
+
+
+def check_settings(directory: Path, settings: dict) -> None:
+    """Refuses to mix runs made with different settings in one comparison directory."""
+    path = directory / SETTINGS_FILE
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved != settings:
+            changed = sorted(k for k in settings.keys() | saved.keys()
+                             if saved.get(k) != settings.get(k))
+            raise UserError(f"{directory} holds a comparison made with other settings "
+                            f"({', '.join(changed)} differ); use --name for a new one")
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def budget_flags(train_args: list[str]) -> list[str]:
+    """The flags of ``train_args`` that a resumed run accepts (its training budget)."""
+    from train.run import RESUMABLE, build_parser, explicit_settings
+
+    explicit = explicit_settings(build_parser().parse_args(train_args))
+    flags = []
+    for name in sorted(RESUMABLE & explicit.keys()):
+        flags += [f"--{name.replace('_', '-')}", str(explicit[name])]
+    return flags
+
+
+def train_row(row: str, directory: Path, shared: list[str], train_args: list[str],
+              cache_dir: Path) -> dict:
+    """Trains, resumes or reuses one row's run; returns its ``metrics.json``."""
+    run_dir = directory / row
+    metrics_path = run_dir / "metrics.json"
+    if metrics_path.is_file() and "test_perplexity" in json.loads(metrics_path.read_text()):
+        print(f"== {row}: reusing {run_dir} (already evaluated)", flush=True)
+        return json.loads(metrics_path.read_text())
+    command = [sys.executable, "-m", "train.run", "--runs-dir", str(directory),
+               "--run-name", row, "--cache-dir", str(cache_dir)]
+    if (run_dir / "checkpoints" / "checkpoint").is_file():
+        print(f"== {row}: resuming {run_dir} from its latest checkpoint", flush=True)
+        command += ["--resume"] + budget_flags(train_args)
+    else:
+        print(f"== {row}: training in {run_dir}", flush=True)
+        command += shared + ROWS[row] + train_args
+    result = subprocess.run(command)
+    if result.returncode != 0:
+        raise UserError(f"training the {row} row failed (exit {result.returncode}, messages "
+                        f"above); its run is {run_dir}: fix the cause and run the same command "
+                        "again to continue")
+    return json.loads(metrics_path.read_text())
+
+
+def topic_evaluations(run_dir: Path) -> dict:
+    """Top-10 words (``topics.txt``) and NPMI coherence (``coherence.json``) of a topic run."""
+    from evaluate import coherence, topics
+
+    topics.main(["--run", str(run_dir), "--top-n", "10"])
+    return coherence.main(["--run", str(run_dir)])
+
+
+def table(rows: dict[str, dict]) -> str:
+    """The comparison as a Markdown table; ratios are to the sentence-level LSTM's perplexity."""
+    reference = rows.get("lstm", {}).get("test_perplexity")
+    lines = ["| model | size | parameters | epochs | best valid ppl | test ppl | "
+             "test ppl / sentence LSTM | NPMI (mean of top 5/10/15/20) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row, m in rows.items():
+        ratio = f"{m['test_perplexity'] / reference:.3f}" if reference else "-"
+        npmi = f"{m['coherence']['mean']:.4f}" if "coherence" in m else "-"
+        lines.append(f"| {row} | {m['size']} | {m['parameters']:,} | {len(m['epochs'])} | "
+                     f"{m['best_valid_perplexity']:.2f} | {m['test_perplexity']:.2f} | "
+                     f"{ratio} | {npmi} |")
+    baselines = next(iter(rows.values()))["baselines"]
+    names = {"unigram": "unigram (training counts)", "oracle": "oracle (true generator)"}
+    for key, label in names.items():
+        value = baselines.get(key)
+        if value is not None:
+            ratio = f"{value / reference:.3f}" if reference else "-"
+            lines.append(f"| {label} | - | - | - | - | {value:.2f} | {ratio} | - |")
+    return "\n".join(lines) + "\n"
+
+
+def size_of(run_dir: Path) -> str:
+    """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
+    model = json.loads((run_dir / "config.json").read_text())["model"]
+    size = f"{model['num_layers']}x{model['hidden_size']}"
+    if model["model"] in TOPIC_ROWS:
+        size += f", T={model['num_topics']}"
+    return size
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    args = build_parser().parse_args(argv)
+    rows = parse_rows(args.models)
+    if any(a == "--max-steps" or a.startswith("--max-steps=") for a in args.train_args):
+        raise UserError("--max-steps would stop the runs before their test evaluation; bound "
+                        "a comparison with --epochs instead")
+    directory = args.runs_dir / (args.name or f"compare-{args.dataset}")
+    shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir),
+              "--preset", args.preset, "--seed", str(args.seed)]
+    check_settings(directory, {"dataset": args.dataset, "data_dir": str(args.data_dir),
+                               "preset": args.preset, "num_topics": args.num_topics,
+                               "seed": args.seed, "train_args": args.train_args})
+    results = {}
+    for row in rows:
+        extra = ["--num-topics", str(args.num_topics)] if row == "tcnlm" else []
+        metrics = train_row(row, directory, shared + extra, args.train_args, args.cache_dir)
+        run_dir = directory / row
+        metrics["size"] = size_of(run_dir)
+        if row in TOPIC_ROWS:
+            metrics["coherence"] = topic_evaluations(run_dir)
+        results[row] = metrics
+    text = (f"Test perplexity on {args.dataset} ({args.preset} preset, seed {args.seed}"
+            + (f", train.run flags {' '.join(args.train_args)}" if args.train_args else "")
+            + ")\n\n" + table(results))
+    (directory / "comparison.md").write_text(text)
+    (directory / "comparison.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
+    print("\n" + text)
+    print(f"written to {directory / 'comparison.md'} and comparison.json; topics and coherence "
+          f"in each topic model's run directory")
+    return results
+
+
+if __name__ == "__main__":
+    main()
