@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     directory = args.runs_dir / (args.name or f"compare-{args.dataset}")
     shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir),
               "--preset", args.preset, "--seed", str(args.seed)]
-    check_settings(directory, {"dataset": args.dataset, "data_dir": str(args.data_dir),
+    check_settings(directory, {"dataset": args.dataset,
+                               "data_dir": str(args.data_dir.resolve()),
                                "preset": args.preset, "num_topics": args.num_topics,
                                "seed": args.seed, "train_args": args.train_args})
     results = {}

@@ -101,6 +101,7 @@ class TrainConfig:
     max_steps: int | None = None    # stop (with a checkpoint) after this many optimiser steps
     seed: int = 0
     log_every: int = 20             # TensorBoard scalars every this many steps
+    checkpoint_minutes: float = 10.0  # also checkpoint mid-epoch this often (0: epoch ends only)
 
 
 @dataclasses.dataclass
@@ -157,6 +158,7 @@ class RunConfig:
             (t.clip_norm > 0, "--clip-norm must be positive"),
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
             (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
+            (t.checkpoint_minutes >= 0, "--checkpoint-minutes must be >= 0"),
             (not (m.tie_embeddings and m.softmax == "adaptive"),
              "--tie-embeddings shares the input embedding with a full output layer; "
              "use it with --softmax full"),

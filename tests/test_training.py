@@ -130,3 +130,20 @@ def test_document_mode_trains_and_reports_the_same_token_count(workdir, sentence
     assert np.isfinite(metrics["test_perplexity"])
     assert metrics["test_perplexity"] < metrics["baselines"]["unigram"]
     assert metrics["test_tokens"] == sentence_run[1]["test_tokens"]
+
+
+def test_checkpoints_within_an_epoch(workdir):
+    """--checkpoint-minutes 1e-9 saves after every step: the kept checkpoints are mid-epoch
+    ones, and resuming from one continues from its batch."""
+    args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + [
+        "--run-name", "mid", "--epochs", "1", "--checkpoint-minutes", "1e-9"]
+    config = config_from_args(build_parser().parse_args(args))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache")
+    config.train.max_steps = 5
+    trainer = Trainer(config, corpus, workdir / "runs" / "mid")
+    assert trainer.fit() == "max_steps"
+    numbers = [int(path.rsplit("-", 1)[1]) for path in trainer.manager.checkpoints]
+    assert numbers == [3, 4, 5]   # steps 3 and 4 were saved inside the epoch
+    earlier = Trainer(config, corpus, workdir / "runs" / "mid")
+    earlier.checkpoint.restore(trainer.manager.checkpoints[1]).assert_consumed()
+    assert earlier.step == 4 == int(earlier.batch_in_epoch)

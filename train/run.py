@@ -25,7 +25,7 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: flags that may change when a run is resumed (the training budget); all others are fixed
-RESUMABLE = {"epochs", "max_steps", "patience", "log_every"}
+RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes"}
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
 #: synthetic corpus whose topic words are spread over fewer documents
 TOPIC_MIN_DOCS = {"synthetic": 5}
@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "with a checkpoint to --resume from")
     train.add_argument("--seed", type=int, help="random seed for weights and shuffling (0)")
     train.add_argument("--log-every", type=int, help="TensorBoard scalars every N steps (20)")
+    train.add_argument("--checkpoint-minutes", type=float,
+                       help="also save a checkpoint this often within an epoch, so a killed "
+                       "run loses at most this much work on --resume (10; 0: epoch ends only)")
     run = parser.add_argument_group("run directory")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"),
                      help="where run directories are created (default: runs)")
@@ -173,7 +176,8 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     if fixed or args.synthetic:
         names = ", ".join("--" + n.replace("_", "-") for n in fixed + (["synthetic"] if args.synthetic else []))
         raise UserError(f"{names} cannot change when resuming {run_dir} (its config.json "
-                        f"fixes them); only --epochs, --max-steps, --patience, --log-every can")
+                        f"fixes them); only --epochs, --max-steps, --patience, --log-every, "
+                        "--checkpoint-minutes can")
     for name in RESUMABLE & explicit.keys():
         setattr(config.train, name, explicit[name])
     # --max-steps bounds one invocation: a saved value does not stop the resumed one.

@@ -14,8 +14,8 @@ custom loop with ``strategy.run``:
 * after each epoch: validation perplexity; on no improvement the learning rate is multiplied
   by ``lr_decay`` and after ``patience`` such epochs training stops early;
 * ``tf.train.CheckpointManager`` checkpoints (model, optimiser, epoch, position within the
-  epoch, learning rate, best validation perplexity) at the end of every epoch and when
-  ``max_steps`` is reached; ``resume()`` restores the latest one and continues from the
+  epoch, learning rate, best validation perplexity) at the end of every epoch, every
+  ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()`` restores the latest one and continues from the
   same batch of the same epoch (the shuffle order of an epoch is a function of its number);
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms under
@@ -231,6 +231,7 @@ class Trainer:
         window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter()}
         epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
         state = None
+        last_checkpoint = time.monotonic()
         for index, batch in enumerate(dist, start=skip):
             sums, new_state = self._train_step(batch, state)
             state = new_state if self.uses_state else None
@@ -249,6 +250,10 @@ class Trainer:
                 self._log_train_window(step, window, sums)
             if train.max_steps is not None and step >= train.max_steps:
                 return False
+            if (train.checkpoint_minutes
+                    and time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes):
+                self.manager.save(checkpoint_number=step)
+                last_checkpoint = time.monotonic()
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
                               "seconds": time.perf_counter() - epoch_start,
                               "tokens_per_sec": epoch_tokens / (time.perf_counter() - epoch_start)}
