@@ -22,7 +22,7 @@ def train_flags(root):
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    return root, compare(tiny_args(root))
+    return root, compare(tiny_args(root, "--jobs", "2"))
 
 
 def test_one_table_with_every_row_and_the_baselines(comparison):
@@ -43,11 +43,13 @@ def test_one_table_with_every_row_and_the_baselines(comparison):
     assert results["tcnlm"]["coherence"]["mean"] == json.loads(
         (directory / "tcnlm" / "coherence.json").read_text())["mean"]
     assert "coherence" not in results["lstm"]
+    for row in results:   # --jobs 2: each row's training output went to its log
+        assert "test perplexity" in (directory / f"{row}.log").read_text()
 
 
 def test_rerun_reuses_finished_runs(comparison, capfd):
     root, results = comparison
-    again = compare(tiny_args(root))
+    again = compare(tiny_args(root, "--jobs", "2"))
     assert "reusing" in capfd.readouterr().out
     assert again["lstm"]["test_perplexity"] == results["lstm"]["test_perplexity"]
 
@@ -55,13 +57,14 @@ def test_rerun_reuses_finished_runs(comparison, capfd):
 def test_changed_settings_are_refused(comparison):
     root, _ = comparison
     with pytest.raises(SystemExit) as exit_info:
-        compare(tiny_args(root, "--seed", "3"))
+        compare(tiny_args(root, "--jobs", "2", "--seed", "3"))
     assert exit_info.value.code == 2
 
 
 @pytest.mark.parametrize("argv,fragment", [
     (["--models", "lstm,gpt"], "--models"),
     (["--", "--max-steps", "3"], "--max-steps"),
+    (["--jobs", "0"], "--jobs"),
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, fragment):
     with pytest.raises(SystemExit) as exit_info:
