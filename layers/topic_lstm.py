@@ -11,6 +11,8 @@ LSTM follows Gan et al., "Semantic Compositional Networks for Visual Captioning"
 """
 from __future__ import annotations
 
+import math
+
 import keras
 from keras import ops
 
@@ -91,7 +93,8 @@ def _check_positive_int(owner, name, value):
 
 
 class _TopicProjection(keras.Operation):
-    """``topics [B, T] @ kernel [T, F] -> [B, F]``, the matmul of ``topic_state`` (eq. 14-15).
+    """``topics [B, T] @ (scale * kernel [T, F]) -> [B, F]``, the matmul of ``topic_state``
+    (eq. 14-15), ``scale`` being the cell's ``topic_kernel_scale``.
 
     On symbolic inputs this becomes a node of a functional model that holds the cell's
     kernel variable itself (so training updates it), where a plain ``ops.matmul`` on a cast
@@ -101,8 +104,12 @@ class _TopicProjection(keras.Operation):
     :meth:`get_config` raises instead of letting ``model.save`` write that silently.
     """
 
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
     def call(self, topics, kernel):
-        return ops.matmul(topics, kernel)
+        return ops.matmul(topics, self.scale * kernel)
 
     def compute_output_spec(self, topics, kernel):
         return keras.KerasTensor((*topics.shape[:-1], kernel.shape[-1]), dtype=topics.dtype)
@@ -179,6 +186,13 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             and standard deviation 0.1, makes ``W_b t`` close to 1 for a topic distribution
             ``t``, so at initialisation every topic's LSTM is near the factored LSTM
             ``W_a W_c``, with small differences between topics.
+        topic_kernel_scale: ``s > 0``: ``W_b`` and ``U_b`` are stored divided by ``s`` (the
+            initializer's values too) and multiplied by ``s`` where used. The model and its
+            initial values do not change; Adam, which moves every weight by about its
+            learning rate per step, then changes ``W_b`` and ``U_b`` ``s`` times faster.
+            Their entries are near 1, while ``W_a, W_c`` entries are a few hundredths, so
+            with ``s = 1`` the topic factors change 20-50 times more slowly, relative to
+            their size, than the weights they modulate.
         bias_initializer: initializer of the bias.
         unit_forget_bias: add 1 to the forget-gate bias at initialisation (as LSTMCell).
         seed: seed of the dropout masks.
@@ -195,6 +209,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         topic_initializer=None,
+        topic_kernel_scale=1.0,
         bias_initializer="zeros",
         unit_forget_bias=True,
         seed=None,
@@ -204,6 +219,10 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         for name, value in (("units", units), ("num_factors", num_factors),
                             ("num_topics", num_topics)):
             _check_positive_int("TopicCompositionalLSTMCell", name, value)
+        if not (math.isfinite(topic_kernel_scale) and topic_kernel_scale > 0):
+            raise ValueError("TopicCompositionalLSTMCell topic_kernel_scale must be positive, "
+                             f"got {topic_kernel_scale!r}.")
+        self.topic_kernel_scale = float(topic_kernel_scale)
         self.units = units
         self.num_factors = num_factors
         self.num_topics = num_topics
@@ -224,12 +243,12 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         self.input_topic_kernel = self.add_weight(
             name="input_topic_kernel",
             shape=(num_topics, factor_size),
-            initializer=self.topic_initializer,
+            initializer=self._scaled_topic_initializer,
         )
         self.recurrent_topic_kernel = self.add_weight(
             name="recurrent_topic_kernel",
             shape=(num_topics, factor_size),
-            initializer=self.topic_initializer,
+            initializer=self._scaled_topic_initializer,
         )
 
     def build(self, input_shape):
@@ -272,6 +291,9 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             ),
         )
 
+    def _scaled_topic_initializer(self, shape, dtype=None):
+        return self.topic_initializer(shape, dtype=dtype) / self.topic_kernel_scale
+
     def topic_state(self, topics, initial_state=None):
         """The initial RNN state for topic vectors ``topics [B, T]``.
 
@@ -282,7 +304,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         a functional model.
         """
         topics = ops.cast(topics, self.variable_dtype)
-        project = _TopicProjection()
+        project = _TopicProjection(self.topic_kernel_scale)
         input_factors = ops.cast(project(topics, self.input_topic_kernel), self.compute_dtype)
         recurrent_factors = ops.cast(
             project(topics, self.recurrent_topic_kernel), self.compute_dtype
@@ -343,6 +365,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
             "topic_initializer": keras.initializers.serialize(self.topic_initializer),
+            "topic_kernel_scale": self.topic_kernel_scale,
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "unit_forget_bias": self.unit_forget_bias,
             "seed": self.seed,
@@ -370,6 +393,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
         dropout: input dropout of the cell.
         recurrent_dropout: recurrent dropout of the cell.
         seed: seed of the dropout masks.
+        topic_kernel_scale: see :class:`TopicCompositionalLSTMCell`.
         **kwargs: passed to :class:`keras.layers.Layer`.
     """
 
@@ -383,6 +407,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
+        topic_kernel_scale=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -395,6 +420,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
             dropout=dropout,
             recurrent_dropout=recurrent_dropout,
             seed=seed,
+            topic_kernel_scale=topic_kernel_scale,
             dtype=self.dtype_policy,
             name="cell",
         )
@@ -462,6 +488,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
             "dropout": self.cell.dropout,
             "recurrent_dropout": self.cell.recurrent_dropout,
             "seed": self.cell.seed,
+            "topic_kernel_scale": self.cell.topic_kernel_scale,
         }
         return {**super().get_config(), **config}
 

@@ -86,6 +86,7 @@ class ModelConfig:
     ntm_hidden_units: list[int] = dataclasses.field(default_factory=lambda: [256, 256])
     diversity_weight: float = 0.1
     topic_word_scale: float = 30.0   # NTM beta logits = scale * weights (a faster-learning beta)
+    topic_kernel_scale: float = 1.0  # TCNLM W_b, U_b = scale * weights (faster-learning factors)
 
 
 @dataclasses.dataclass
@@ -172,6 +173,7 @@ class RunConfig:
              "--num-topics and --num-factors must be positive"),
             (all(h >= 1 for h in m.ntm_hidden_units), "--ntm-hidden sizes must be positive"),
             (m.topic_word_scale > 0, "--topic-word-scale must be positive"),
+            (m.topic_kernel_scale > 0, "--topic-kernel-scale must be positive"),
             (not d.synthetic or d.dataset == "synthetic",
              "--synthetic settings only apply to --dataset synthetic"),
         ]

@@ -43,7 +43,8 @@ def _topic_guided(cls, config: ModelConfig, lm_vocab_size: int, topic_vocab_size
 
 def _tcnlm(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> LanguageModel:
     return _topic_guided(TCNLM, config, lm_vocab_size, topic_vocab_size,
-                         num_factors=config.num_factors or config.hidden_size)
+                         num_factors=config.num_factors or config.hidden_size,
+                         topic_kernel_scale=config.topic_kernel_scale)
 
 
 def _moe(config: ModelConfig, lm_vocab_size: int, topic_vocab_size: int) -> LanguageModel:

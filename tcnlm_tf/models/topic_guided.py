@@ -69,13 +69,16 @@ class TCNLM(TopicGuidedLanguageModel):
     ``num_factors`` factors per gate, followed by the (adaptive) softmax of eq. 9."""
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_factors: int = 600,
-                 **kwargs):
-        self.num_factors = num_factors  # before super().__init__, which calls make_layer
+                 topic_kernel_scale: float = 1.0, **kwargs):
+        # before super().__init__, which calls make_layer
+        self.num_factors = num_factors
+        self.topic_kernel_scale = topic_kernel_scale
         super().__init__(vocab_size, topic_vocab_size, **kwargs)
 
     def make_layer(self, index: int) -> keras.layers.Layer:
         return TopicCompositionalLSTM(self.hidden_size, self.num_factors, self.num_topics,
                                       return_sequences=True, return_state=True,
+                                      topic_kernel_scale=self.topic_kernel_scale,
                                       name=f"tc_lstm_{index}")
 
     def run_layer(self, layer, x, context, state, training):
