@@ -192,7 +192,9 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             learning rate per step, then changes ``W_b`` and ``U_b`` ``s`` times faster.
             Their entries are near 1, while ``W_a, W_c`` entries are a few hundredths, so
             with ``s = 1`` the topic factors change 20-50 times more slowly, relative to
-            their size, than the weights they modulate.
+            their size, than the weights they modulate. On the synthetic corpus (128 units,
+            64 factors, 6 epochs, Adam 1e-3) ``s = 1`` leaves TCNLM at validation perplexity
+            198.35, no better than its LSTM, and ``s = 10`` reaches 180.04.
         bias_initializer: initializer of the bias.
         unit_forget_bias: add 1 to the forget-gate bias at initialisation (as LSTMCell).
         seed: seed of the dropout masks.
@@ -209,7 +211,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         topic_initializer=None,
-        topic_kernel_scale=1.0,
+        topic_kernel_scale=10.0,
         bias_initializer="zeros",
         unit_forget_bias=True,
         seed=None,
@@ -407,7 +409,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
         dropout=0.0,
         recurrent_dropout=0.0,
         seed=None,
-        topic_kernel_scale=1.0,
+        topic_kernel_scale=10.0,
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -86,7 +86,7 @@ class ModelConfig:
     ntm_hidden_units: list[int] = dataclasses.field(default_factory=lambda: [256, 256])
     diversity_weight: float = 0.1
     topic_word_scale: float = 30.0   # NTM beta logits = scale * weights (a faster-learning beta)
-    topic_kernel_scale: float = 1.0  # TCNLM W_b, U_b = scale * weights (faster-learning factors)
+    topic_kernel_scale: float = 10.0  # TCNLM W_b, U_b = scale * weights (faster-learning factors)
 
 
 @dataclasses.dataclass

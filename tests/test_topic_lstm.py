@@ -36,9 +36,13 @@ def make_cell(**kwargs):
 
 
 def tc_weights(cell):
+    """The cell's weights as eq. 13-15 use them (``W_b``, ``U_b`` times the cell's scale)."""
     names = ["input_kernel", "input_topic_kernel", "input_factor_kernel", "recurrent_kernel",
              "recurrent_topic_kernel", "recurrent_factor_kernel", "bias"]
-    return {n: getattr(cell, n).numpy() for n in names}
+    weights = {n: getattr(cell, n).numpy() for n in names}
+    for n in ("input_topic_kernel", "recurrent_topic_kernel"):
+        weights[n] = cell.topic_kernel_scale * weights[n]
+    return weights
 
 
 def numpy_tc_step(w, x, t, h, c):
@@ -88,6 +92,31 @@ def test_tc_one_step_matches_numpy():
     np.testing.assert_allclose(new_states[1], c_ref, atol=1e-5)
     np.testing.assert_allclose(new_states[2], states[2])
     np.testing.assert_allclose(new_states[3], states[3])
+
+
+def test_topic_kernel_scale_keeps_the_model_and_speeds_up_its_topic_factors():
+    """Scale s: same initial outputs; the numpy eq. 13-15 step (with W_b = s * stored weights)
+    still matches; and one Adam step changes W_b and U_b s times as much as with s = 1."""
+    x, t = inputs()
+    outputs, changes = [], []
+    for scale in (1.0, 8.0):
+        keras.utils.set_random_seed(11)
+        layer = TopicCompositionalLSTM(NH, NF, T, topic_kernel_scale=scale)
+        outputs.append(layer([x, t]).numpy())
+        w = tc_weights(layer.cell)
+        h = c = np.zeros((B, NH), "float32")
+        h, c = numpy_tc_step(w, x[:, 0], t, h, c)
+        np.testing.assert_allclose(outputs[-1][:, 0], h, rtol=1e-4, atol=1e-5)
+        optimizer = keras.optimizers.Adam(1e-3)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer([x, t]) ** 2)
+        optimizer.apply(tape.gradient(loss, layer.trainable_variables), layer.trainable_variables)
+        changes.append(tc_weights(layer.cell)["input_topic_kernel"] - w["input_topic_kernel"])
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.abs(changes[1]).mean() / np.abs(changes[0]).mean(), 8.0,
+                               rtol=0.05)
+    with pytest.raises(ValueError, match="topic_kernel_scale"):
+        TopicCompositionalLSTMCell(NH, NF, T, topic_kernel_scale=0.0)
 
 
 def test_tc_sequence_matches_numpy_loop():
@@ -343,7 +372,8 @@ def test_blockwise_initialisation():
         TopicCompositionalLSTMCell(NH, NF, T, dropout=0.1, recurrent_dropout=0.2, seed=4,
                                    unit_forget_bias=False),
         TopicCompositionalLSTM(NH, NF, T, return_sequences=False, return_state=True,
-                               dropout=0.1, recurrent_dropout=0.2, seed=4),
+                               dropout=0.1, recurrent_dropout=0.2, seed=4,
+                               topic_kernel_scale=8.0),
         MixtureOfExpertsLSTMCell(NH, T, dropout=0.1, recurrent_dropout=0.2, seed=4),
     ],
     ids=["cell", "layer", "moe"],

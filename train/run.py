@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "Adam moves them this many times faster (30; 1 = plain)")
     topic.add_argument("--topic-kernel-scale", type=float,
                        help="tcnlm: W_b and U_b are this times their weights, so Adam moves "
-                       "them this many times faster (1 = plain)")
+                       "them this many times faster (10; 1 = plain)")
     train = parser.add_argument_group("training")
     train.add_argument("--batch-size", type=int, help="global batch size (64)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")

@@ -69,7 +69,7 @@ class TCNLM(TopicGuidedLanguageModel):
     ``num_factors`` factors per gate, followed by the (adaptive) softmax of eq. 9."""
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_factors: int = 600,
-                 topic_kernel_scale: float = 1.0, **kwargs):
+                 topic_kernel_scale: float = 10.0, **kwargs):
         # before super().__init__, which calls make_layer
         self.num_factors = num_factors
         self.topic_kernel_scale = topic_kernel_scale
