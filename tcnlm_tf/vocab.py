@@ -8,8 +8,8 @@
   frequent word types, minus words that occur in fewer than ``min_docs`` training documents
   (100 in the papers), minus tokens without a letter (punctuation, "$", numbers: the papers'
   stop-word list does not remove them, and on APNEWS "$", "(" and ":" would otherwise be
-  among the most frequent topic words). Id 0 is padding; there is no ``<unk>``: out-of-vocabulary words are
-  simply absent from a bag of words.
+  among the most frequent topic words). Id 0 is padding; there is no ``<unk>``:
+  out-of-vocabulary words are simply absent from a bag of words.
 """
 from __future__ import annotations
 
