@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> list[str]:
                    help="sampling temperature (default: 0.75, as TDLM's Table 8)")
     p.add_argument("--max-words", type=int, default=40, help="length cap (default: 40)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    p.add_argument("--no-unk", action="store_true",
+                   help="never generate <unk> (sample among the known words only)")
     args = p.parse_args(argv)
     if args.temperature <= 0:
         raise UserError("--temperature must be positive (use --greedy for argmax decoding)")
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> list[str]:
                       parse_mixture(args.mixture) if args.mixture else None)
          if topic_model else None)
     sentences = [" ".join(s) for s in generate(run, t, args.num, args.temperature, args.greedy,
-                                               args.max_words, args.seed)]
+                                               args.max_words, args.seed,
+                                               allow_unk=not args.no_unk)]
     label = (f"topic {args.topic}" if args.topic is not None
              else f"mixture {args.mixture}" if args.mixture else "no topic")
     print(f"{label} ({'greedy' if args.greedy else f'temperature {args.temperature}'}):")

@@ -76,9 +76,11 @@ def topic_vector(num_topics: int, topic: int | None = None,
 
 
 def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: float = 1.0,
-             greedy: bool = False, max_words: int = 40, seed: int = 0) -> list[list[str]]:
+             greedy: bool = False, max_words: int = 40, seed: int = 0,
+             allow_unk: bool = True) -> list[list[str]]:
     """``num`` sentences from ``<eos>`` and a zero state, conditioned on ``topics`` [T]
-    (ignored by models without a topic model), until ``<eos>`` or ``max_words`` words."""
+    (ignored by models without a topic model), until ``<eos>`` or ``max_words`` words;
+    ``allow_unk=False`` never emits ``<unk>`` (renormalising over the other words)."""
     model, words = run.model, run.lm_vocab.words
     context = Context(topics=None if topics is None else
                       tf.constant(np.tile(topics[None], (num, 1)), tf.float32))
@@ -89,6 +91,8 @@ def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: flo
         hidden, state = model.encode(tf.constant(tokens), context, training=False, state=state)
         log_p = model.log_probs(hidden[:, -1], context).numpy().astype(np.float64)
         log_p[:, pipeline.PAD_ID] = -np.inf
+        if not allow_unk:
+            log_p[:, pipeline.UNK_ID] = -np.inf
         if greedy:
             nxt = log_p.argmax(-1)
         else:

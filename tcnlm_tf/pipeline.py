@@ -31,6 +31,7 @@ import tensorflow as tf
 from tcnlm_tf.data import SplitArrays
 
 EOS_ID = 2   # tcnlm_tf.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
+UNK_ID = 1
 PAD_ID = 0
 
 

@@ -103,6 +103,22 @@ def test_generate_for_a_topic_and_a_mixture(tcnlm_run):
     assert one == main(run_args(tcnlm_run, "--topic", "2", "--num", "2", "--seed", "1"))
 
 
+def test_generation_without_unk(tcnlm_run):
+    """With <unk> made the most likely word, greedy decoding emits only <unk>, and
+    allow_unk=False none."""
+    from tcnlm_tf.evaluation import generate, topic_vector
+    from tcnlm_tf.pipeline import UNK_ID
+    from tcnlm_tf.runs import load_run
+    run = load_run(tcnlm_run[0])
+    bias = run.model.softmax.head_bias
+    bias.assign(tf.tensor_scatter_nd_update(bias, [[UNK_ID]], [50.0]))
+    t = topic_vector(4, topic=1)
+    with_unk = generate(run, t, num=2, greedy=True, max_words=5)
+    without = generate(run, t, num=2, greedy=True, max_words=5, allow_unk=False)
+    assert with_unk == [["<unk>"] * 5] * 2
+    assert all(without) and not any("<unk>" in words for words in without)
+
+
 @pytest.mark.parametrize("args,fragment", [(["--topic", "9"], "out of range"),
                                            (["--mixture", "1:x"], "TOPIC:WEIGHT"),
                                            ([], "--topic I")])
