@@ -172,7 +172,7 @@ def table(rows: dict[str, dict]) -> str:
                      f"{m['best_valid_perplexity']:.2f} | {m['test_perplexity']:.2f} | "
                      f"{ratio} | {npmi} |")
     baselines = next(iter(rows.values()))["baselines"]
-    names = {"unigram": "unigram (training counts)", "oracle": "oracle (true generator)"}
+    names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
     for key, label in names.items():
         value = baselines.get(key)
         if value is not None:
