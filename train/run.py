@@ -178,9 +178,9 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     fixed = sorted(set(explicit) - RESUMABLE)
     if fixed or args.synthetic:
         names = ", ".join("--" + n.replace("_", "-") for n in fixed + (["synthetic"] if args.synthetic else []))
+        allowed = ", ".join("--" + n.replace("_", "-") for n in sorted(RESUMABLE))
         raise UserError(f"{names} cannot change when resuming {run_dir} (its config.json "
-                        f"fixes them); only --epochs, --max-steps, --patience, --log-every, "
-                        "--checkpoint-minutes can")
+                        f"fixes them); only {allowed} can")
     for name in RESUMABLE & explicit.keys():
         setattr(config.train, name, explicit[name])
     # --max-steps bounds one invocation: a saved value does not stop the resumed one.

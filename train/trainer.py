@@ -15,8 +15,9 @@ custom loop with ``strategy.run``:
   by ``lr_decay`` and after ``patience`` such epochs training stops early;
 * ``tf.train.CheckpointManager`` checkpoints (model, optimiser, epoch, position within the
   epoch, learning rate, best validation perplexity) at the end of every epoch, every
-  ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()`` restores the latest one and continues from the
-  same batch of the same epoch (the shuffle order of an epoch is a function of its number);
+  ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()``
+  restores the latest one and continues from the same batch of the same epoch (the shuffle
+  order of an epoch is a function of its number);
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms under
   ``train/<name>``, ``valid/perplexity`` and ``test/perplexity``.
