@@ -28,7 +28,9 @@ from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_
                             word_counts, UNK)
 
 SPLITS = ("train", "valid", "test")
-CACHE_FORMAT_VERSION = 1
+#: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
+#: left the topic vocabulary)
+CACHE_FORMAT_VERSION = 2
 
 CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",

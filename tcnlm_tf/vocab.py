@@ -8,7 +8,9 @@
   frequent word types, minus words that occur in fewer than ``min_docs`` training documents
   (100 in the papers), minus tokens without a letter (punctuation, "$", numbers: the papers'
   stop-word list does not remove them, and on APNEWS "$", "(" and ":" would otherwise be
-  among the most frequent topic words). Id 0 is padding; there is no ``<unk>``:
+  among the most frequent topic words), minus the clitics the Treebank tokenizer splits off
+  ("'s", "n't", "'re", "'ll", "'ve", "'d", "'m": on APNEWS they otherwise fill many
+  topics' top words). Id 0 is padding; there is no ``<unk>``:
   out-of-vocabulary words are simply absent from a bag of words.
 """
 from __future__ import annotations
@@ -96,18 +98,35 @@ def load_stopwords(path: Path | None = None) -> frozenset[str]:
     return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
 
 
+#: English clitics as the Treebank tokenizer splits them off ("they're" -> "they", "'re")
+_CLITIC_TAILS = frozenset({"s", "re", "ll", "ve", "d", "m"})
+_APOSTROPHES = ("'", "\u2019")
+
+
+def _is_clitic(word: str) -> bool:
+    """``'s``, ``'re``, ``n't`` ... (straight or typographic apostrophe)."""
+    if word[:1] in _APOSTROPHES:
+        return word[1:] in _CLITIC_TAILS
+    return word[:1] == "n" and word[1:2] in _APOSTROPHES and word[2:] == "t"
+
+
+def _is_topic_word(word: str) -> bool:
+    """A token with a letter that is not a clitic."""
+    return any(ch.isalpha() for ch in word) and not _is_clitic(word)
+
+
 def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
                       doc_counts: collections.Counter, stopwords: frozenset[str],
                       min_docs: int = 100, top_fraction: float = 0.001) -> Vocabulary:
     """Topic-model vocabulary: LM words minus stop words, the ``top_fraction`` most frequent
-    word types, words in fewer than ``min_docs`` documents and tokens without a letter;
-    sorted by frequency."""
+    word types, words in fewer than ``min_docs`` documents, tokens without a letter and
+    clitics; sorted by frequency."""
     candidates = [w for w in lm_vocab.words if w not in LM_SPECIALS]
     num_top = int(math.floor(top_fraction * len(candidates)))
     too_frequent = set(_by_frequency(counts, candidates)[:num_top])
     kept = [w for w in candidates
             if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs
-            and any(ch.isalpha() for ch in w)]
+            and _is_topic_word(w)]
     if not kept:
         raise UserError(
             f"the topic-model vocabulary is empty: no non-stop-word is in at least {min_docs} "

@@ -30,11 +30,12 @@ def common(workdir):
 
 @pytest.fixture(scope="module")
 def sentence_run(workdir):
-    """Train 15 steps, stop, then --resume to the end: the main job's printed ordering."""
+    """Train 15 steps, stop, then rerun the same command with --resume to the end."""
     args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + ["--epochs", "4", "--run-name", "s"]
     stopped = main(args + ["--max-steps", "15"])
     assert stopped["stopped"] == "max_steps" and stopped["steps"] == 15
-    finished = main(common(workdir) + ["--run-name", "s", "--resume"])
+    # the run's own command repeated with --resume: unchanged settings are accepted
+    finished = main(args + ["--resume"])
     return workdir / "runs" / "s", finished
 
 
@@ -106,6 +107,23 @@ def test_resume_restores_optimizer_step_and_weights(workdir, model):
     # continuing trains from there: two more steps, then stop again
     fresh.config.train.max_steps = 6
     assert fresh.fit() == "max_steps" and fresh.step == 6
+
+
+def test_resume_refuses_a_changed_vocabulary(workdir, sentence_run, capsys):
+    """Weights index the saved vocabularies: a run whose topic_vocab.txt no longer matches
+    what the corpus builds (e.g. after a vocabulary rule changed) is not resumed."""
+    import shutil
+
+    run_dir, _ = sentence_run
+    copy = run_dir.parent / "changed-vocab"
+    shutil.copytree(run_dir, copy)
+    words = (copy / "topic_vocab.txt").read_text().splitlines()
+    (copy / "topic_vocab.txt").write_text("\n".join(words[:-1]) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(SMALL_SYNTHETIC + common(workdir) + ["--run-name", "changed-vocab", "--resume"])
+    assert exit_info.value.code != 0
+    assert "topic_vocab.txt is missing or differs" in capsys.readouterr().err
+    assert (copy / "topic_vocab.txt").read_text().splitlines() == words[:-1]   # left as it was
 
 
 def test_best_checkpoint_reloads_to_the_same_test_perplexity(sentence_run):

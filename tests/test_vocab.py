@@ -15,7 +15,8 @@ def test_lm_vocab_threshold_order_and_specials():
 
 
 def test_topic_vocab_filters():
-    documents = ([[["the", "goal", "match", "common", "$", "1990", "u.s."]]] * 6
+    documents = ([[["the", "goal", "match", "common", "$", "1990", "u.s.", "'s", "n't",
+                    "\u2019re", "'90s", "o'clock"]]] * 6
                  + [[["vote", "party", "common", "common"]]] * 3)
     counts, doc_counts = word_counts(documents)
     assert doc_counts["common"] == 9 and counts["common"] == 12
@@ -30,7 +31,8 @@ def test_topic_vocab_filters():
     assert "common" not in topic          # the most frequent type
     assert "vote" not in topic            # only 3 documents
     assert "$" not in topic and "1990" not in topic   # no letter
-    assert topic.words == [PAD, "goal", "match", "u.s."]
+    assert not {"'s", "n't", "\u2019re"} & set(topic.words)  # clitics
+    assert topic.words == [PAD, "'90s", "goal", "match", "o'clock", "u.s."]
     assert topic.id("vote") is None
 
 

@@ -175,9 +175,14 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     """The saved configuration of ``run_dir`` with the training-budget flags applied."""
     config = RunConfig.load(run_dir / "config.json")
     explicit = explicit_settings(args)
-    fixed = sorted(set(explicit) - RESUMABLE)
-    if fixed or args.synthetic:
-        names = ", ".join("--" + n.replace("_", "-") for n in fixed + (["synthetic"] if args.synthetic else []))
+    saved = {name: getattr(getattr(config, section), name)
+             for section, names in FIELDS.items() for name in names}
+    # repeating the run's own command with --resume is fine; changing a fixed setting is not
+    if args.synthetic:
+        explicit["synthetic"] = dict(args.synthetic)
+    fixed = sorted(n for n in set(explicit) - RESUMABLE if explicit[n] != saved[n])
+    if fixed:
+        names = ", ".join("--" + n.replace("_", "-") for n in fixed)
         allowed = ", ".join("--" + n.replace("_", "-") for n in sorted(RESUMABLE))
         raise UserError(f"{names} cannot change when resuming {run_dir} (its config.json "
                         f"fixes them); only {allowed} can")
@@ -213,6 +218,16 @@ def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
             print(f"  {name:<10} {value:10.2f}")
 
 
+def _check_vocabularies(run_dir: Path, corpus) -> None:
+    """A resumed run's weights index its saved vocabularies: the corpus must rebuild them."""
+    for name, vocab in (("lm_vocab.txt", corpus.lm_vocab), ("topic_vocab.txt", corpus.topic_vocab)):
+        path = run_dir / name
+        saved = path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
+        if saved != list(vocab.words):
+            raise UserError(f"cannot resume {run_dir}: its {name} is missing or differs from the "
+                            "vocabulary this corpus and tcnlm-tf version build; start a new run")
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
@@ -236,6 +251,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from tcnlm_tf.metrics import perplexity
     from train.trainer import Trainer, count_parameters
 
+    if args.resume:
+        _check_vocabularies(run_dir, corpus)
     run_dir.mkdir(parents=True, exist_ok=True)
     config.save(run_dir / "config.json")
     corpus.lm_vocab.save(run_dir / "lm_vocab.txt")
