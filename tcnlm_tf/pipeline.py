@@ -74,14 +74,26 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
 
 
 def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
-                   order: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   order: np.ndarray | None = None, balanced: bool = False
+                   ) -> dict[str, np.ndarray]:
     """Lay documents (in ``order``) end to end in ``lanes`` lanes of windows.
 
-    Each document goes to the currently shortest lane. Returns ``inputs``/``targets``
-    [K, lanes, L] and ``reset`` [K, lanes] for K batches.
+    Exact layout (``balanced=False``, for evaluation): each document goes whole to the
+    currently shortest lane, so every window is read with its document's full history and
+    the perplexity does not depend on the number of lanes. One long document can keep one
+    lane running long after the others have ended, though.
+
+    Balanced layout (``balanced=True``, for training): the windows of all documents, in
+    order, are cut into ``lanes`` contiguous runs of equal length. Without it, one 7,000-word
+    APNEWS document fills the last ~200 batches of every epoch as a batch of one lane, and
+    those ~200 updates on a single document ruin the model. The price: a document split
+    between two lanes continues from a zero state in the second one (at most ``lanes - 1``
+    windows per epoch).
+
+    Returns ``inputs``/``targets`` [K, lanes, L] and ``reset`` [K, lanes] for K batches.
     """
     order = np.arange(split.num_documents) if order is None else order
-    lane_windows: list[list[tuple[np.ndarray, np.ndarray, float]]] = [[] for _ in range(lanes)]
+    documents: list[list[tuple[np.ndarray, np.ndarray, float]]] = []
     for d in order:
         first, last = split.doc_offsets[d], split.doc_offsets[d + 1]
         pieces = [[EOS_ID]]
@@ -89,15 +101,29 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
             pieces.append(split.lm_ids[split.sent_offsets[s]:split.sent_offsets[s + 1]])
             pieces.append([EOS_ID])
         stream = np.concatenate(pieces).astype(np.int32)
-        num_windows = -(-(len(stream) - 1) // seq_len)
-        lane = min(range(lanes), key=lambda i: len(lane_windows[i]))
-        for k in range(num_windows):
+        windows = []
+        for k in range(-(-(len(stream) - 1) // seq_len)):
             piece = stream[k * seq_len: (k + 1) * seq_len + 1]
             x = np.zeros(seq_len, np.int32)
             y = np.zeros(seq_len, np.int32)
             x[:len(piece) - 1] = piece[:-1]
             y[:len(piece) - 1] = piece[1:]
-            lane_windows[lane].append((x, y, 1.0 if k == 0 else 0.0))
+            windows.append((x, y, 1.0 if k == 0 else 0.0))
+        documents.append(windows)
+    if balanced:
+        stream_of_windows = [w for windows in documents for w in windows]
+        per_lane = max(1, -(-len(stream_of_windows) // lanes))
+        lane_windows = []
+        for i in range(lanes):
+            windows = stream_of_windows[i * per_lane:(i + 1) * per_lane]
+            if windows:   # a lane that starts inside a document has no state to carry in
+                x, y, _ = windows[0]
+                windows[0] = (x, y, 1.0)
+            lane_windows.append(windows)
+    else:
+        lane_windows = [[] for _ in range(lanes)]
+        for windows in documents:
+            min(lane_windows, key=len).extend(windows)
     num_batches = max(len(w) for w in lane_windows)
     inputs = np.zeros((num_batches, lanes, seq_len), np.int32)
     targets = np.zeros((num_batches, lanes, seq_len), np.int32)
@@ -151,11 +177,13 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
 
 def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
                      shuffle_seed: int | None = None) -> tf.data.Dataset:
-    """Document-mode batches (``batch_size`` lanes); documents shuffled with ``shuffle_seed``."""
+    """Document-mode batches (``batch_size`` lanes). With ``shuffle_seed`` (training), the
+    documents are shuffled and laid out balanced; without it (evaluation), exactly (see
+    :func:`document_lanes`)."""
     order = None
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(split.num_documents)
-    lanes = document_lanes(split, seq_len, batch_size, order)
+    lanes = document_lanes(split, seq_len, batch_size, order, balanced=shuffle_seed is not None)
     dataset = tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights)
     return dataset.prefetch(tf.data.AUTOTUNE)
 

@@ -88,3 +88,36 @@ def test_document_lanes_rebuild_each_document_stream():
             stream += [LM.id(w) for w in sentence] + [EOS]
         expected.append(stream)
     assert sorted(map(list, map(lambda s: [int(x) for x in s], streams))) == sorted(expected)
+
+
+def test_balanced_lanes_share_one_long_document_evenly():
+    """One long document among short ones: the exact layout leaves it alone in one lane for
+    most batches; the balanced (training) layout cuts the document-ordered windows into
+    equal contiguous runs, resetting at every document start and every lane start."""
+    long_doc = [[f"w{i % 10}" for i in range(9)] for _ in range(8)]   # 80 targets
+    docs = [long_doc] + DOCS
+    split = encode_split(docs, LM, TOPIC)
+    exact = pipeline.document_lanes(split, seq_len=4, lanes=3)
+    balanced = pipeline.document_lanes(split, seq_len=4, lanes=3, balanced=True)
+    windows = [(-(-(split.sent_offsets[split.doc_offsets[d + 1]]
+                    - split.sent_offsets[split.doc_offsets[d]]
+                    + split.doc_offsets[d + 1] - split.doc_offsets[d]) // 4))
+               for d in range(len(docs))]            # ceil(targets / L) per document
+    assert exact["inputs"].shape[0] == windows[0] == 20
+    per_lane = -(-sum(windows) // 3)
+    assert balanced["inputs"].shape[0] == per_lane < windows[0]
+    # reading lane 0, then lane 1, then lane 2 gives the windows in document order
+    order = np.concatenate([balanced["targets"][:, lane] for lane in range(3)])
+    order = order[order.any(axis=1)]
+    in_documents = np.concatenate([exact["targets"][:windows[0], 0]] + [
+        pipeline.document_lanes(encode_split([d], LM, TOPIC), 4, 1)["targets"][:, 0]
+        for d in DOCS])
+    np.testing.assert_array_equal(order, in_documents)
+    # resets: every lane's first window, and each document's first window
+    starts = np.cumsum([0] + windows[:-1])
+    expected_reset = np.zeros(3 * per_lane)
+    expected_reset[starts] = 1
+    expected_reset[::per_lane] = 1
+    expected_reset[sum(windows):] = 1                # empty slots after the last window
+    got_reset = np.concatenate([balanced["reset"][:, lane] for lane in range(3)])
+    np.testing.assert_array_equal(got_reset, expected_reset)
