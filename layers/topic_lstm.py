@@ -6,6 +6,7 @@ Reference: W. Wang, Z. Gan, W. Wang, D. Shen, J. Huang, W. Ping, S. Satheesh, L.
 LSTM follows Gan et al., "Semantic Compositional Networks for Visual Captioning", 2016.
 
 * :class:`TopicCompositionalLSTMCell`: the cell of eq. 13-15, for ``keras.layers.RNN``.
+* :class:`TopicState`: the cell's per-sequence topic factors as a functional-model layer.
 * :class:`TopicCompositionalLSTM`: that cell run over a sequence, taking ``[x, t]``.
 * :class:`MixtureOfExpertsLSTMCell`: ``T`` independent LSTM experts computed as one cell.
 """
@@ -90,38 +91,6 @@ def _lstm_update(z, c_tm1):
 def _check_positive_int(owner, name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{owner} {name} must be a positive integer, got {value!r}.")
-
-
-class _TopicProjection(keras.Operation):
-    """``topics [B, T] @ (scale * kernel [T, F]) -> [B, F]``, the matmul of ``topic_state``
-    (eq. 14-15), ``scale`` being the cell's ``topic_kernel_scale``.
-
-    On symbolic inputs this becomes a node of a functional model that holds the cell's
-    kernel variable itself (so training updates it), where a plain ``ops.matmul`` on a cast
-    kernel would hold a constant snapshot. Such a node cannot be serialised: a Keras config
-    holds the cell once, inside its ``RNN`` layer, and the node would come back from
-    ``model.save`` with a constant copy of the kernel, detached from the reloaded cell. So
-    :meth:`get_config` raises instead of letting ``model.save`` write that silently.
-    """
-
-    def __init__(self, scale: float):
-        super().__init__()
-        self.scale = scale
-
-    def call(self, topics, kernel):
-        return ops.matmul(topics, self.scale * kernel)
-
-    def compute_output_spec(self, topics, kernel):
-        return keras.KerasTensor((*topics.shape[:-1], kernel.shape[-1]), dtype=topics.dtype)
-
-    def get_config(self):
-        raise NotImplementedError(
-            "A functional model that feeds TopicCompositionalLSTMCell.topic_state(t) to "
-            "keras.layers.RNN cannot be serialised: its config would hold the topic kernels "
-            "W_b, U_b as constants, detached from the reloaded cell's weights. Use the "
-            "TopicCompositionalLSTM layer, or rebuild the model in code and use "
-            "save_weights/load_weights."
-        )
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -303,24 +272,30 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         [B, 4 n_f]]``: the topic factors ``W_*b t`` of eq. 14-15, computed once for the
         whole sequence. ``h0, c0`` are zeros unless ``initial_state=[h0, c0]`` is given.
         Works on eager tensors, inside ``tf.function`` and on symbolic ``KerasTensor``s of
-        a functional model.
+        a functional model, where it adds a :class:`TopicState` layer that shares this cell
+        (so ``model.save`` and ``keras.saving.load_model`` keep one cell for both).
         """
-        topics = ops.cast(topics, self.variable_dtype)
-        project = _TopicProjection(self.topic_kernel_scale)
-        input_factors = ops.cast(project(topics, self.input_topic_kernel), self.compute_dtype)
-        recurrent_factors = ops.cast(
-            project(topics, self.recurrent_topic_kernel), self.compute_dtype
-        )
-        if initial_state is None:
-            zeros = ops.zeros_like(ops.cast(topics[:, :1], self.compute_dtype))
-            zeros = ops.tile(zeros, (1, self.units))
-            initial_state = [zeros, zeros]
-        elif len(initial_state) != 2:
+        if initial_state is not None and len(initial_state) != 2:
             raise ValueError(
                 "TopicCompositionalLSTMCell.topic_state takes initial_state=[h0, c0], got "
                 f"{len(initial_state)} tensors."
             )
-        return [*initial_state, input_factors, recurrent_factors]
+        tensors = [topics, *(initial_state or [])]
+        if any(isinstance(x, keras.KerasTensor) for x in tensors):
+            return TopicState(self)(topics, initial_state)
+        return self._topic_state(topics, initial_state)
+
+    def _topic_state(self, topics, initial_state):
+        topics = ops.cast(topics, self.variable_dtype)
+        scale = self.topic_kernel_scale
+        input_factors = ops.matmul(topics, scale * self.input_topic_kernel)
+        recurrent_factors = ops.matmul(topics, scale * self.recurrent_topic_kernel)
+        if initial_state is None:
+            zeros = ops.zeros_like(ops.cast(topics[:, :1], self.compute_dtype))
+            zeros = ops.tile(zeros, (1, self.units))
+            initial_state = [zeros, zeros]
+        return [*initial_state, ops.cast(input_factors, self.compute_dtype),
+                ops.cast(recurrent_factors, self.compute_dtype)]
 
     def get_initial_state(self, batch_size=None):
         """Always raises: the cell has no state without a topic vector.
@@ -373,6 +348,60 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "seed": self.seed,
         }
         return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class TopicState(keras.layers.Layer):
+    """``cell.topic_state(t)`` as a layer of a functional model (eq. 14-15, once per sequence).
+
+    ``TopicCompositionalLSTMCell.topic_state`` adds this layer when given symbolic inputs:
+    ``t [B, T]`` (and optionally ``initial_state=[h0, c0]``) -> ``[h0, c0, t @ W_b,
+    t @ U_b]``, the initial state of ``keras.layers.RNN(cell)``. The layer holds the cell
+    itself, not a copy of ``W_b``/``U_b``: training updates the cell's weights, and
+    ``model.save`` stores the cell once, so after ``keras.saving.load_model`` this layer and
+    the ``RNN`` layer share one reloaded cell again (Keras's shared-object mechanism of
+    ``.keras`` files; a bare ``get_config``/``from_config`` round trip of the whole model,
+    outside ``model.save``, would give each its own copy).
+
+    Args:
+        cell: the :class:`TopicCompositionalLSTMCell` whose topic kernels are used.
+    """
+
+    def __init__(self, cell, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(cell, TopicCompositionalLSTMCell):
+            raise ValueError(f"TopicState needs a TopicCompositionalLSTMCell, got {cell!r}.")
+        self.cell = cell
+
+    def build(self, *args, **kwargs):
+        self.built = True   # the cell's topic kernels exist from its __init__
+
+    def call(self, topics, initial_state=None):
+        return self.cell._topic_state(topics, initial_state)
+
+    def compute_output_spec(self, topics, initial_state=None):
+        batch = topics.shape[0]
+        factors = NUM_GATES * self.cell.num_factors
+        dtype = self.cell.compute_dtype
+        return [keras.KerasTensor((batch, self.cell.units), dtype=dtype),
+                keras.KerasTensor((batch, self.cell.units), dtype=dtype),
+                keras.KerasTensor((batch, factors), dtype=dtype),
+                keras.KerasTensor((batch, factors), dtype=dtype)]
+
+    def get_config(self):
+        cell = keras.saving.serialize_keras_object(self.cell)
+        # Mark the cell as shared, as Keras marks the second serialisation of an object it
+        # has seen (the RNN layer's, which comes after this one in a functional model).
+        # Keras marks the first one too, but on a dict that this layer's config has already
+        # copied, so without this the reloaded model would have two cells.
+        cell["shared_object_id"] = id(self.cell)
+        return {**super().get_config(), "cell": cell}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        cell = keras.saving.deserialize_keras_object(config.pop("cell"))
+        return cls(cell, **config)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")

@@ -11,6 +11,7 @@ from layers.topic_lstm import (
     MixtureOfExpertsLSTMCell,
     TopicCompositionalLSTM,
     TopicCompositionalLSTMCell,
+    TopicState,
 )
 
 B, L, NX, NH, NF, T = 3, 5, 6, 7, 4, 3
@@ -432,17 +433,23 @@ def test_functional_model_with_cell_in_rnn_fits():
     assert not np.allclose(cell.input_topic_kernel.numpy(), topic_kernel)
 
 
-def test_functional_model_with_cell_in_rnn_weights_round_trip(tmp_path):
+def test_functional_model_with_cell_in_rnn_saves_and_loads(tmp_path):
+    """model.save keeps one cell for the TopicState and RNN layers: the reloaded model
+    predicts the same, has the same weights, and training it moves the W_b its RNN reads."""
     x, t = inputs()
     model, _ = cell_in_rnn_model()
     expected = model.predict([x, t], verbose=0)
-    # model.save would write W_b, U_b into the config as constants; it refuses instead.
-    with pytest.raises(NotImplementedError, match="TopicCompositionalLSTM layer"):
-        model.save(tmp_path / "m.keras")
-    model.save_weights(tmp_path / "m.weights.h5")
-    rebuilt, _ = cell_in_rnn_model()
-    rebuilt.load_weights(tmp_path / "m.weights.h5")
-    np.testing.assert_allclose(rebuilt.predict([x, t], verbose=0), expected, atol=1e-6)
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(reloaded.predict([x, t], verbose=0), expected, atol=1e-6)
+    assert reloaded.count_params() == model.count_params()
+    topic_state = next(l for l in reloaded.layers if isinstance(l, TopicState))
+    rnn = next(l for l in reloaded.layers if isinstance(l, keras.layers.RNN))
+    assert topic_state.cell is rnn.cell
+    before = rnn.cell.input_topic_kernel.numpy().copy()
+    reloaded.compile(keras.optimizers.Adam(0.01), "mse")
+    reloaded.fit([x, t], np.ones((len(x), 1), "float32"), epochs=1, verbose=0)
+    assert not np.allclose(rnn.cell.input_topic_kernel.numpy(), before)
 
 
 def test_mixed_precision():
