@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from evaluate.common import parser
+from tcnlm_tf.config import MAX_GENERATED_WORDS
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--greedy", action="store_true", help="most probable word at each step")
     p.add_argument("--temperature", type=float, default=0.75,
                    help="sampling temperature (default: 0.75, as TDLM's Table 8)")
-    p.add_argument("--max-words", type=int, default=40, help="length cap (default: 40)")
+    p.add_argument("--max-words", type=int, default=MAX_GENERATED_WORDS,
+                   help=f"length cap (default: {MAX_GENERATED_WORDS})")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
     p.add_argument("--no-unk", action="store_true",
                    help="never generate <unk> (sample among the known words only)")

@@ -27,6 +27,8 @@ MODEL_NAMES = ("lstm", "tcnlm", "moe")  # every entry has a builder in tcnlm_tf.
 TOPIC_MODELS = ("tcnlm", "moe")
 MODES = ("sentence", "document")
 SOFTMAXES = ("adaptive", "full")
+#: where generation stops if no <eos> came (evaluate.generate, the SavedModel's generate)
+MAX_GENERATED_WORDS = 40
 
 DATA_DIR_ENV = "TCNLM_DATA_DIR"
 CACHE_DIR_ENV = "TCNLM_CACHE_DIR"

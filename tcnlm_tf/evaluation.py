@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
+from tcnlm_tf.config import MAX_GENERATED_WORDS
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.lstm import Context
@@ -76,7 +77,7 @@ def topic_vector(num_topics: int, topic: int | None = None,
 
 
 def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: float = 1.0,
-             greedy: bool = False, max_words: int = 40, seed: int = 0,
+             greedy: bool = False, max_words: int = MAX_GENERATED_WORDS, seed: int = 0,
              allow_unk: bool = True) -> list[list[str]]:
     """``num`` sentences from ``<eos>`` and a zero state, conditioned on ``topics`` [T]
     (ignored by models without a topic model), until ``<eos>`` or ``max_words`` words;

@@ -72,3 +72,23 @@ def test_tied_embeddings_share_the_input_matrix():
     # rows of words that only appear as targets still get gradient through the output layer
     only_targets = sorted(set(s[:, 6]) - set(s[:, :6].ravel()))
     assert only_targets and np.abs(tf.convert_to_tensor(grad).numpy()[only_targets]).sum() > 0
+
+
+@pytest.mark.parametrize("name", ["lstm", "tcnlm", "moe"])
+def test_checkpoint_keys_do_not_depend_on_models_built_before(name):
+    """Checkpoints key variables by path, so a model must get the same paths however many
+    models the process built before (an auto-numbered layer name would break load_run)."""
+    from tcnlm_tf.checkpoints import variable_map
+    from tcnlm_tf.config import ModelConfig
+    from tcnlm_tf.models import build_model
+
+    config = ModelConfig(model=name, hidden_size=8, embedding_dim=6, num_topics=3,
+                         num_factors=4, ntm_hidden_units=[8])
+    ids = tf.constant([[2, 5, 7]])
+    keys = []
+    for _ in range(2):
+        m = build_model(config, lm_vocab_size=V, topic_vocab_size=12)
+        m({"inputs": ids, "targets": ids, "weights": tf.ones([1, 3]),
+           "bow": tf.constant([[1, 2, 0]])})
+        keys.append(sorted(variable_map(m.weights)))   # what model_checkpoint stores
+    assert keys[0] == keys[1]

@@ -95,7 +95,11 @@ class NaiveMoE(TopicGuidedLanguageModel):
         return self.num_topics * self.hidden_size
 
     def make_layer(self, index: int) -> keras.layers.Layer:
-        return keras.layers.RNN(MixtureOfExpertsLSTMCell(self.hidden_size, self.num_topics),
+        # an explicit cell name keeps checkpoint keys (variable paths) the same in a process
+        # that builds several models; it is the name the first one used to get by default
+        cell = MixtureOfExpertsLSTMCell(self.hidden_size, self.num_topics,
+                                        name="mixture_of_experts_lstm_cell")
+        return keras.layers.RNN(cell,
                                 return_sequences=True, return_state=True,
                                 name=f"moe_lstm_{index}")
 

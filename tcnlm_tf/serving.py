@@ -1,0 +1,282 @@
+"""The inference graph that ``python -m train.export`` writes as a SavedModel for TF Serving.
+
+:class:`ServingModule` wraps a trained run's model with its vocabularies as in-graph
+``tf.lookup`` tables, so clients send and receive **strings**. Text is in the corpus format:
+tokens separated by spaces (tokenised and cased as the training corpus was), and a document
+is its sentences separated by TABs. Words outside the LM vocabulary become ``<unk>``; words
+outside the topic vocabulary are left out of the bag of words, as in training.
+
+Signatures (B = batch, N = longest row; every output is padded past each row's length):
+
+``score`` (also ``serving_default``, which has no ``documents`` input)
+    ``sentences`` string [B], ``documents`` string [B] (context: "" for none) ->
+    ``tokens`` string [B, N] (the predicted tokens, the sentence's words then ``<eos>``),
+    ``token_log_probs`` float32 [B, N] (natural log; 0 past the end), ``num_tokens`` int32
+    [B], ``log_likelihood`` float32 [B] and ``perplexity`` float32 [B] (exp of the mean
+    negative log-probability).
+``next_words``
+    ``context`` string [B] (the sentence so far), ``documents`` string [B], ``k`` int32 []
+    -> ``words`` string [B, k] and ``probabilities`` float32 [B, k], most probable first.
+``infer_topics`` (topic models)
+    ``documents`` string [B] -> ``topics`` float32 [B, T] (posterior-mean proportions t).
+``generate``
+    topic models: ``topics`` float32 [B, T] (a topic mixture; one-hot for topic i, the
+    paper's way of conditioning on one topic); the LSTM: ``num_sentences`` int32 [] ; both:
+    ``seed`` int64 [], ``temperature`` float32 [] (<= 0: greedy) -> ``sentences`` string
+    [B], ``tokens`` string [B, 40], ``num_tokens`` int32 [B]. A sentence ends at ``<eos>``
+    or after 40 words; ``<unk>`` is never generated.
+``generate_from_document`` (topic models)
+    ``documents`` string [B], ``seed``, ``temperature`` -> as ``generate``, conditioned on
+    each document's inferred topics.
+
+How the context enters follows the run's training: topic models read ``documents`` as a bag
+of words (the first ``max_bow`` topic-vocabulary words); a document-mode LSTM reads them as
+the text before the sentence (``<eos>`` after each of its sentences) and carries its state
+into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentence longer than
+the training sequence length is scored in windows of that length, each from a zero state,
+exactly as ``evaluate.perplexity`` and training do, so the numbers agree.
+
+Everything is TensorFlow ops (no ``tf.py_function``): the SavedModel loads and runs where
+only TensorFlow is installed.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tcnlm_tf.config import MAX_GENERATED_WORDS
+from tcnlm_tf.models.lstm import Context
+from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
+from tcnlm_tf.runs import Run
+
+STRINGS = tf.TensorSpec([None], tf.string)
+SCALAR_SEED = tf.TensorSpec([], tf.int64, name="seed")
+SCALAR_TEMPERATURE = tf.TensorSpec([], tf.float32, name="temperature")
+
+
+def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
+    """word -> id for ``words`` (ids are list positions), ``default`` for any other string."""
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(words, tf.string), tf.range(len(words), dtype=tf.int32)),
+        default_value=default)
+
+
+class _ModelHolder:
+    def __init__(self, model):
+        self.model = model
+
+
+class ServingModule(tf.Module):
+    """A run's model, vocabularies and settings as TF functions with string inputs.
+
+    Build it from a :class:`~tcnlm_tf.runs.Run`; :meth:`signatures` gives the functions to
+    export. The same functions run eagerly on the in-memory model, which is how the tests
+    compare an export with the model it came from.
+    """
+
+    def __init__(self, run: Run):
+        super().__init__(name="tcnlm_serving")
+        # The functions use the Keras model; the SavedModel tracks its variables, not the
+        # model (tf.saved_model.save would otherwise trace the model's own call as a
+        # signature). The holder is a plain object, which tf.Module does not track.
+        self._holder = _ModelHolder(run.model)
+        self.model_variables = [v.value for v in run.model.variables]
+        self.topic_model = bool(getattr(run.model, "uses_bow", False))
+        self.document_mode = run.config.model.mode == "document"
+        self.seq_len = run.config.data.seq_len
+        self.max_bow = run.config.data.max_bow
+        self.lm_table = _table(run.lm_vocab.words, UNK_ID)
+        self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
+        self.vocab_size = len(run.lm_vocab)
+        if self.topic_model:
+            self.num_topics = run.model.num_topics
+            self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
+
+        self.score = tf.function(self._score, input_signature=[
+            tf.TensorSpec([None], tf.string, name="sentences"),
+            tf.TensorSpec([None], tf.string, name="documents")])
+        self.score_sentences = tf.function(
+            lambda sentences: self._score(sentences, tf.fill(tf.shape(sentences), "")),
+            input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+        self.next_words = tf.function(self._next_words, input_signature=[
+            tf.TensorSpec([None], tf.string, name="context"),
+            tf.TensorSpec([None], tf.string, name="documents"),
+            tf.TensorSpec([], tf.int32, name="k")])
+        if self.topic_model:
+            self.infer_topics = tf.function(
+                lambda documents: {"topics": self._topics(documents)},
+                input_signature=[tf.TensorSpec([None], tf.string, name="documents")])
+            self.generate = tf.function(
+                lambda topics, seed, temperature: self._generate(topics, tf.shape(topics)[0],
+                                                                 seed, temperature),
+                input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
+                                                name="topics"),
+                                 SCALAR_SEED, SCALAR_TEMPERATURE])
+            self.generate_from_document = tf.function(
+                lambda documents, seed, temperature: self._generate(
+                    self._topics(documents), tf.shape(documents)[0], seed, temperature),
+                input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
+                                 SCALAR_SEED, SCALAR_TEMPERATURE])
+        else:
+            self.generate = tf.function(
+                lambda num_sentences, seed, temperature: self._generate(
+                    None, num_sentences, seed, temperature),
+                input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
+                                 SCALAR_SEED, SCALAR_TEMPERATURE])
+
+    @property
+    def model(self):
+        return self._holder.model
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """Signature name -> concrete function, for ``tf.saved_model.save``."""
+        functions = {"serving_default": self.score_sentences, "score": self.score,
+                     "next_words": self.next_words, "generate": self.generate}
+        if self.topic_model:
+            functions.update(infer_topics=self.infer_topics,
+                             generate_from_document=self.generate_from_document)
+        return {name: fn.get_concrete_function() for name, fn in functions.items()}
+
+    # ------------------------------------------------------------------ text -> ids
+    def _word_ids(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """Space-separated tokens [B] -> LM ids, ragged [B, (n)]."""
+        return self.lm_table.lookup(tf.strings.split(text))
+
+    def _document_ids(self, documents: tf.Tensor) -> tf.RaggedTensor:
+        """TAB-separated sentences [B] -> LM ids with ``<eos>`` after each sentence; a
+        sentence without a token is left out, as the corpus reader does: ragged [B, (n)]."""
+        sentences = tf.strings.split(documents, "\t")                   # [B, (s)]
+        words = self.lm_table.lookup(tf.strings.split(sentences.values))   # [S, (w)]
+        eos = tf.fill([words.nrows(), 1], EOS_ID)
+        with_eos = tf.concat([words, eos], axis=1)                        # [S, (w + 1)]
+        kept = words.row_lengths() > 0
+        with_eos = tf.ragged.boolean_mask(with_eos, kept)
+        document_of = tf.boolean_mask(sentences.value_rowids(), kept)
+        return tf.RaggedTensor.from_value_rowids(
+            with_eos.values, tf.repeat(document_of, with_eos.row_lengths()),
+            nrows=tf.shape(documents, out_type=tf.int64)[0])
+
+    def _bow(self, documents: tf.Tensor) -> tf.Tensor:
+        """Topic-vocabulary ids of each document's words, first ``max_bow``: [B, M]."""
+        ids = self.topic_table.lookup(tf.strings.split(tf.strings.regex_replace(
+            documents, "\t", " ")))
+        ids = tf.ragged.boolean_mask(ids, ids > 0)[:, :self.max_bow]
+        return ids.to_tensor(default_value=0, shape=[None, self.max_bow])
+
+    def _context(self, documents: tf.Tensor) -> Context:
+        if not self.topic_model:
+            return Context()
+        return Context(topics=self._topics(documents))
+
+    def _topics(self, documents: tf.Tensor) -> tf.Tensor:
+        return self.model.infer_topics(self._bow(documents), training=False)["topics"]
+
+    # -------------------------------------------------------------- the LM itself
+    def _streams(self, text: tf.Tensor, documents: tf.Tensor, end: bool
+                 ) -> tuple[tf.RaggedTensor, tf.Tensor]:
+        """The id streams the model reads, ``<eos>`` first (and last with ``end``), and how
+        many ids of each belong to the document prefix (document mode only): [B]."""
+        words = self._word_ids(text)
+        batch = words.nrows()
+        eos = tf.fill([batch, 1], EOS_ID)
+        parts = [eos]
+        if self.document_mode:
+            prefix = self._document_ids(documents)
+            parts.append(prefix)
+            prefix_length = tf.cast(prefix.row_lengths(), tf.int32)
+        else:
+            prefix_length = tf.zeros([batch], tf.int32)
+        parts.append(words)
+        if end:
+            parts.append(eos)
+        return tf.concat(parts, axis=1), prefix_length
+
+    def _hidden(self, inputs: tf.Tensor, context: Context) -> tf.Tensor:
+        """Recurrent outputs for dense ``inputs`` [B, N] (padded with 0): [B, N, ...].
+
+        Sentence mode restarts from a zero state every ``seq_len`` positions, as training
+        cut long sentences; document mode reads each row in one pass, which equals its
+        windows with carried state."""
+        if self.document_mode:
+            return self.model.encode(inputs, context, training=False)[0]
+        batch, length = tf.shape(inputs)[0], tf.shape(inputs)[1]
+        windows = (length + self.seq_len - 1) // self.seq_len
+        padded = tf.pad(inputs, [[0, 0], [0, windows * self.seq_len - length]])
+        chunks = tf.reshape(padded, [batch * windows, self.seq_len])
+        chunk_context = context if context.topics is None else Context(
+            topics=tf.repeat(context.topics, windows, axis=0))
+        hidden = self.model.encode(chunks, chunk_context, training=False)[0]
+        rest = tf.shape(hidden)[2:]
+        hidden = tf.reshape(hidden, tf.concat([[batch, windows * self.seq_len], rest], 0))
+        return hidden[:, :length]
+
+    def _score(self, sentences: tf.Tensor, documents: tf.Tensor) -> dict[str, tf.Tensor]:
+        stream, prefix_length = self._streams(sentences, documents, end=True)
+        inputs = stream[:, :-1].to_tensor(default_value=PAD_ID)
+        targets = stream[:, 1:].to_tensor(default_value=PAD_ID)
+        context = self._context(documents)
+        log_probs = self.model.target_log_prob(self._hidden(inputs, context), targets, context)
+        # the sentence's targets start after the prefix: its words, then <eos>
+        num_tokens = tf.cast(stream.row_lengths(), tf.int32) - 1 - prefix_length
+        width = tf.reduce_max(num_tokens)
+        positions = prefix_length[:, None] + tf.range(width)[None, :]
+        valid = tf.range(width)[None, :] < num_tokens[:, None]
+        positions = tf.where(valid, positions, 0)
+        token_log_probs = tf.where(valid, tf.gather(log_probs, positions, batch_dims=1), 0.0)
+        token_ids = tf.gather(targets, positions, batch_dims=1)
+        log_likelihood = tf.reduce_sum(token_log_probs, axis=1)
+        return {
+            "tokens": tf.where(valid, tf.gather(self.lm_words, token_ids), ""),
+            "token_log_probs": token_log_probs,
+            "num_tokens": num_tokens,
+            "log_likelihood": log_likelihood,
+            "perplexity": tf.exp(-log_likelihood / tf.cast(tf.maximum(num_tokens, 1),
+                                                           tf.float32)),
+        }
+
+    def _next_words(self, context: tf.Tensor, documents: tf.Tensor, k: tf.Tensor
+                    ) -> dict[str, tf.Tensor]:
+        stream, _ = self._streams(context, documents, end=False)
+        inputs = stream.to_tensor(default_value=PAD_ID)
+        topic_context = self._context(documents)
+        hidden = self._hidden(inputs, topic_context)
+        last = tf.cast(stream.row_lengths(), tf.int32) - 1
+        log_p = self.model.log_probs(tf.gather(hidden, last, batch_dims=1), topic_context)
+        log_p = tf.where(tf.range(self.vocab_size) == PAD_ID, -float("inf"), log_p)
+        k = tf.clip_by_value(k, 1, self.vocab_size - 1)
+        best = tf.math.top_k(log_p, k=k)
+        return {"words": tf.gather(self.lm_words, best.indices),
+                "probabilities": tf.exp(best.values)}
+
+    def _generate(self, topics: tf.Tensor | None, batch: tf.Tensor, seed: tf.Tensor,
+                  temperature: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Sample (or, at temperature <= 0, take the argmax) word by word from ``<eos>``."""
+        context = Context(topics=topics)
+        banned = tf.reduce_any(tf.range(self.vocab_size)[:, None] == [PAD_ID, UNK_ID], axis=1)
+        greedy = temperature <= 0.0
+        scale = tf.where(greedy, 1.0, temperature)
+
+        def step(i, token, state, out):
+            hidden, state = self.model.encode(token[:, None], context, training=False,
+                                              state=state)
+            log_p = self.model.log_probs(hidden[:, -1], context)
+            log_p = tf.where(banned, -float("inf"), log_p)
+            sampled = tf.random.stateless_categorical(
+                log_p / scale, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]),
+                dtype=tf.int32)[:, 0]
+            nxt = tf.where(greedy, tf.argmax(log_p, axis=-1, output_type=tf.int32), sampled)
+            return i + 1, nxt, state, out.write(i, nxt)
+
+        state = self.model.zero_state(batch)
+        start = tf.fill([batch], EOS_ID)
+        out = tf.TensorArray(tf.int32, size=MAX_GENERATED_WORDS)
+        _, _, _, out = tf.while_loop(lambda i, *_: i < MAX_GENERATED_WORDS, step,
+                                     (tf.constant(0), start, state, out))
+        ids = tf.transpose(out.stack())                                  # [B, 40]
+        # a sentence ends at its first <eos>
+        ended = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) > 0
+        num_tokens = tf.reduce_sum(tf.cast(~ended, tf.int32), axis=1)
+        tokens = tf.where(ended, "", tf.gather(self.lm_words, ids))
+        words = tf.RaggedTensor.from_tensor(tokens, lengths=num_tokens)
+        return {"sentences": tf.strings.reduce_join(words, axis=1, separator=" "),
+                "tokens": tokens, "num_tokens": num_tokens}

@@ -1,0 +1,196 @@
+"""SavedModel export: TF Serving's version layout, string signatures that agree with the
+training-time evaluation, and a clean TensorFlow-only process that loads each export and
+reproduces the in-memory model's outputs."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from tcnlm_tf.evaluation import corpus_nll, generate
+from tests.conftest import REPO_ROOT
+from tests.test_cli import assert_one_line_error
+from tcnlm_tf.runs import load_run
+from tcnlm_tf.serving import ServingModule
+from evaluate.common import read_documents, split_file
+from train.export import main as export_main
+from train.run import main as train_main
+
+TINY = ["--synthetic", "train_docs=60", "--synthetic", "valid_docs=8", "--synthetic",
+        "test_docs=8", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
+        "--synthetic", "seed=5", "--hidden-size", "16", "--embedding-dim", "12",
+        "--num-topics", "4", "--ntm-hidden", "16,16", "--batch-size", "16", "--seq-len", "8",
+        "--epochs", "1", "--max-steps", "3", "--log-every", "100"]
+MODELS = {"lstm": ["--model", "lstm"], "tcnlm": ["--model", "tcnlm", "--num-factors", "8"],
+          "moe": ["--model", "moe"], "lstm-document": ["--model", "lstm", "--mode", "document"]}
+PY_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
+
+#: run by a fresh interpreter in isolated mode (-I: no cwd, no PYTHONPATH on sys.path)
+CLEAN_LOADER = """
+import importlib.util, json, sys
+import numpy as np
+import tensorflow as tf
+assert importlib.util.find_spec("tcnlm_tf") is None, "the project must not be importable"
+calls = json.load(open(sys.argv[1]))
+results = {}
+for name, spec in calls.items():
+    model = tf.saved_model.load(spec["path"])
+    for i, (signature, inputs) in enumerate(spec["calls"]):
+        args = {k: tf.constant(v, dtype=tf.as_dtype(d)) for k, (v, d) in inputs.items()}
+        for key, value in model.signatures[signature](**args).items():
+            results[f"{name}/{i}/{signature}/{key}"] = value.numpy()
+np.savez(sys.argv[2], **results)
+"""
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """Tiny trained runs of every model type, each exported twice (versions 1 and 2)."""
+    root = tmp_path_factory.mktemp("export")
+    out = {}
+    for name, flags in MODELS.items():
+        train_main(TINY + flags + ["--runs-dir", str(root / "runs"), "--run-name", name,
+                                   "--cache-dir", str(root / "cache")])
+        first = export_main(["--run", str(root / "runs" / name),
+                             "--output-dir", str(root / "saved_models")])
+        out[name] = (root / "runs" / name, first)
+    return root, out
+
+
+def sentences_of(run):
+    documents = read_documents(split_file(run, "test"))[:3]
+    return documents
+
+
+def calls_for(run, documents):
+    """Signature calls (name, {input: (value, dtype)}) covering every signature."""
+    sentences = [" ".join(s) for d in documents for s in d][:6] + ["qqqzz unknown words", ""]
+    context = ["\t".join(" ".join(s) for s in d) for d in documents]
+    docs = (context * 3)[:len(sentences)]
+    calls = [
+        ("score", {"sentences": (sentences, "string"), "documents": (docs, "string")}),
+        ("serving_default", {"sentences": (sentences, "string")}),
+        ("next_words", {"context": ([s.rsplit(" ", 1)[0] for s in sentences], "string"),
+                        "documents": (docs, "string"), "k": (5, "int32")}),
+    ]
+    temperature = [(0.8, "float32"), (0.0, "float32")]
+    if run.config.model.model == "lstm":
+        calls += [("generate", {"num_sentences": (3, "int32"), "seed": (7, "int64"),
+                                "temperature": t}) for t in temperature]
+    else:
+        T = run.model.num_topics
+        mixture = np.full((1, T), 1.0 / T).tolist()
+        one_hot = np.eye(T)[:2].tolist()
+        calls += [("infer_topics", {"documents": (context, "string")})]
+        calls += [("generate", {"topics": (one_hot + mixture, "float32"), "seed": (7, "int64"),
+                                "temperature": t}) for t in temperature]
+        calls += [("generate_from_document", {"documents": (context, "string"),
+                                              "seed": (3, "int64"), "temperature": t})
+                  for t in temperature]
+    return calls
+
+
+def in_memory(module, signature, inputs):
+    fn = {"serving_default": module.score_sentences}.get(signature) or getattr(module, signature)
+    args = {k: tf.constant(v, dtype=tf.as_dtype(d)) for k, (v, d) in inputs.items()}
+    return {k: v.numpy() for k, v in fn(**args).items()}
+
+
+def test_versions_increment(exports):
+    root, out = exports
+    run_dir, first = out["lstm"]
+    assert first == root / "saved_models" / "lstm" / "1"
+    second = export_main(["--run", str(run_dir), "--output-dir", str(root / "saved_models")])
+    assert second == root / "saved_models" / "lstm" / "2"
+    assert sorted(p.name for p in second.parent.iterdir()) == ["1", "2"]
+
+
+def test_no_python_ops_in_the_graphs(exports):
+    _, out = exports
+    for name, (_, path) in out.items():
+        proto = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
+        graph = proto.meta_graphs[0].graph_def
+        ops = {n.op for n in graph.node}
+        for function in graph.library.function:
+            ops |= {n.op for n in function.node_def}
+        assert "StatefulPartitionedCall" in ops or "PartitionedCall" in ops   # parsed
+        assert not ops & PY_OPS, (name, ops & PY_OPS)
+
+
+def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
+    """Every signature of every model type, loaded by TensorFlow alone in a process that
+    cannot import the project, gives the in-memory model's outputs (<= 1e-5)."""
+    _, out = exports
+    spec, expected = {}, {}
+    for name, (run_dir, path) in out.items():
+        run = load_run(run_dir)
+        module = ServingModule(run)
+        calls = calls_for(run, sentences_of(run))
+        spec[name] = {"path": str(path), "calls": calls}
+        for i, (signature, inputs) in enumerate(calls):
+            for key, value in in_memory(module, signature, inputs).items():
+                expected[f"{name}/{i}/{signature}/{key}"] = value
+    (tmp_path / "calls.json").write_text(json.dumps(spec))
+    (tmp_path / "loader.py").write_text(CLEAN_LOADER)
+    result = subprocess.run([sys.executable, "-I", str(tmp_path / "loader.py"),
+                             str(tmp_path / "calls.json"), str(tmp_path / "out.npz")],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = dict(np.load(tmp_path / "out.npz", allow_pickle=True))
+    assert set(loaded) == set(expected)
+    for key, want in expected.items():
+        got = loaded[key]
+        if want.dtype.kind in "OSU":
+            np.testing.assert_array_equal(got.astype(str), want.astype(str), err_msg=key)
+        else:
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=key)
+    # the signatures did distinguish their inputs
+    assert loaded["tcnlm/0/score/token_log_probs"].shape[0] == 8
+    assert not np.allclose(loaded["tcnlm/3/infer_topics/topics"][0],
+                           loaded["tcnlm/3/infer_topics/topics"][1])
+
+
+@pytest.mark.parametrize("name", ["lstm", "tcnlm", "moe", "lstm-document"])
+def test_score_agrees_with_the_training_evaluation(exports, name):
+    """Sentence by sentence, with each sentence's context as the training pipeline builds
+    it (topic models: the rest of the document; document mode: the sentences before), the
+    score signature's log-likelihoods sum to corpus_nll's total (windows of --seq-len 8,
+    carried document state, <unk> and all)."""
+    _, out = exports
+    run = load_run(out[name][0])
+    module = ServingModule(run)
+    documents = sentences_of(run)
+    sentences, contexts = [], []
+    for d in documents:
+        for k, s in enumerate(d):
+            sentences.append(" ".join(s))
+            before, after = d[:k], d[k + 1:]
+            context = before if run.config.model.mode == "document" else before + after
+            contexts.append("\t".join(" ".join(x) for x in context))
+    assert max(len(s.split()) for s in sentences) > 8     # some sentences span windows
+    scored = module.score(tf.constant(sentences), tf.constant(contexts))
+    nll, tokens = corpus_nll(run, documents)
+    assert int(tf.reduce_sum(scored["num_tokens"])) == tokens
+    assert -float(tf.reduce_sum(scored["log_likelihood"])) == pytest.approx(nll, rel=1e-5)
+
+
+def test_greedy_generation_matches_evaluate_generate(exports):
+    _, out = exports
+    run = load_run(out["tcnlm"][0])
+    module = ServingModule(run)
+    topics = np.eye(run.model.num_topics, dtype=np.float32)[:2]
+    served = module.generate(tf.constant(topics), tf.constant(0, tf.int64), tf.constant(0.0))
+    for row, t in enumerate(topics):
+        [words] = generate(run, t, num=1, greedy=True, allow_unk=False)
+        assert served["sentences"][row].numpy().decode() == " ".join(words)
+        assert int(served["num_tokens"][row]) == len(words)
+
+
+def test_export_of_a_missing_run_is_a_one_line_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "train.export", "--run",
+                             str(tmp_path / "nope")], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert_one_line_error(result, "not found", "--run runs/<name>")

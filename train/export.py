@@ -1,0 +1,74 @@
+"""``python -m train.export --run runs/<name>``: a SavedModel for TF Serving.
+
+Writes ``saved_models/<name>/<version>/``, TF Serving's numbered-version layout: the version
+is one more than the highest already there (1 for the first export), so a running server
+that watches ``saved_models/<name>`` picks the new one up. The signatures, with string
+inputs and the vocabulary lookups inside the graph, are described in
+:mod:`tcnlm_tf.serving`; list them with ``saved_model_cli show --all --dir <version dir>``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+
+
+def next_version(model_dir: Path) -> int:
+    """One more than the highest numbered version directory in ``model_dir`` (1 if none)."""
+    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
+        if model_dir.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
+    """Export the run in ``run_dir`` to ``output_dir/<name>/<next version>``; returns it."""
+    import tensorflow as tf
+
+    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.serving import ServingModule
+
+    run = load_run(run_dir)
+    module = ServingModule(run)
+    model_dir = output_dir / (name or run.directory.name)
+    target = model_dir / str(next_version(model_dir))
+    partial = target.with_name(target.name + ".partial")
+    print(f"exporting {run.checkpoint} ({run.config.model.model}, {run.config.model.mode} "
+          f"mode) ...", flush=True)
+    signatures = module.signatures()
+    tf.saved_model.save(module, str(partial), signatures=signatures)
+    partial.rename(target)    # TF Serving never sees a half-written version
+    return target
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> Path:
+    p = argparse.ArgumentParser(
+        prog="python -m train.export", description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  python -m train.export --run runs/synthetic-tcnlm\n"
+               "  saved_model_cli show --all --dir saved_models/synthetic-tcnlm/1")
+    p.add_argument("--run", type=Path, required=True,
+                   help="run directory made by `python -m train.run` (runs/<name>)")
+    p.add_argument("--output-dir", type=Path, default=Path("saved_models"),
+                   help="where model directories go (default: saved_models)")
+    p.add_argument("--name", help="model name, the directory under --output-dir "
+                                  "(default: the run's name)")
+    args = p.parse_args(argv)
+    if args.name is not None and (not args.name or "/" in args.name or args.name in (".", "..")):
+        raise UserError(f"--name {args.name!r} must be a plain directory name")
+    if not (args.run / "config.json").is_file():   # before the slow TensorFlow import
+        raise UserError(f"run directory {args.run} not found (no config.json): pass --run "
+                        "runs/<name> as created by `python -m train.run`")
+    target = export(args.run, args.output_dir, args.name)
+    print(f"SavedModel: {target}\n"
+          f"signatures: saved_model_cli show --all --dir {target}\n"
+          f"serve: see README.md, 'Serving with TF Serving'")
+    return target
+
+
+if __name__ == "__main__":
+    main()
