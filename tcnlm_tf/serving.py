@@ -36,6 +36,9 @@ into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentenc
 the training sequence length is scored in windows of that length, each from a zero state,
 exactly as ``evaluate.perplexity`` and training do, so the numbers agree.
 
+Two string variables describe the export to Python clients that ``tf.saved_model.load`` it:
+``model_type`` (lstm, tcnlm, moe) and ``context_kind`` (see :meth:`ServingModule.context_rule`).
+
 Everything is TensorFlow ops (no ``tf.py_function``): the SavedModel loads and runs where
 only TensorFlow is installed.
 """
@@ -85,6 +88,10 @@ class ServingModule(tf.Module):
         self.document_mode = run.config.model.mode == "document"
         self.seq_len = run.config.data.seq_len
         self.max_bow = run.config.data.max_bow
+        # for clients that load the SavedModel in Python (evaluate.score): what the model is
+        # and how its documents input is read
+        self.model_type = tf.Variable(run.config.model.model, trainable=False, name="model_type")
+        self.context_kind = tf.Variable(self.context_rule(), trainable=False, name="context_kind")
         self.lm_table = _table(run.lm_vocab.words, UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)
@@ -123,6 +130,14 @@ class ServingModule(tf.Module):
                     None, num_sentences, seed, temperature),
                 input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
+
+    def context_rule(self) -> str:
+        """How the ``documents`` input is read: ``bag-of-words`` (topic models; in training
+        the document minus the sentence), ``preceding-text`` (document-mode LSTM) or
+        ``ignored``."""
+        if self.topic_model:
+            return "bag-of-words"
+        return "preceding-text" if self.document_mode else "ignored"
 
     @property
     def model(self):

@@ -16,6 +16,8 @@ from tests.test_cli import assert_one_line_error
 from tcnlm_tf.runs import load_run
 from tcnlm_tf.serving import ServingModule
 from evaluate.common import read_documents, split_file
+from evaluate.score import main as score_main
+from tcnlm_tf.metrics import perplexity
 from train.export import main as export_main
 from train.run import main as train_main
 
@@ -58,11 +60,6 @@ def exports(tmp_path_factory):
                              "--output-dir", str(root / "saved_models")])
         out[name] = (root / "runs" / name, first)
     return root, out
-
-
-def sentences_of(run):
-    documents = read_documents(split_file(run, "test"))[:3]
-    return documents
 
 
 def calls_for(run, documents):
@@ -128,7 +125,7 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
     for name, (run_dir, path) in out.items():
         run = load_run(run_dir)
         module = ServingModule(run)
-        calls = calls_for(run, sentences_of(run))
+        calls = calls_for(run, read_documents(split_file(run, "test"))[:3])
         spec[name] = {"path": str(path), "calls": calls}
         for i, (signature, inputs) in enumerate(calls):
             for key, value in in_memory(module, signature, inputs).items():
@@ -154,27 +151,24 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["lstm", "tcnlm", "moe", "lstm-document"])
-def test_score_agrees_with_the_training_evaluation(exports, name):
-    """Sentence by sentence, with each sentence's context as the training pipeline builds
-    it (topic models: the rest of the document; document mode: the sentences before), the
-    score signature's log-likelihoods sum to corpus_nll's total (windows of --seq-len 8,
-    carried document state, <unk> and all)."""
+def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
+    """evaluate.score sends each sentence of a file to the export's score signature with the
+    context the pipeline builds in training (topic models: the rest of the document;
+    document mode: the sentences before); its perplexity equals corpus_nll's (windows of
+    --seq-len 8, carried document state, <unk> and all)."""
     _, out = exports
-    run = load_run(out[name][0])
-    module = ServingModule(run)
-    documents = sentences_of(run)
-    sentences, contexts = [], []
-    for d in documents:
-        for k, s in enumerate(d):
-            sentences.append(" ".join(s))
-            before, after = d[:k], d[k + 1:]
-            context = before if run.config.model.mode == "document" else before + after
-            contexts.append("\t".join(" ".join(x) for x in context))
-    assert max(len(s.split()) for s in sentences) > 8     # some sentences span windows
-    scored = module.score(tf.constant(sentences), tf.constant(contexts))
+    run_dir, saved = out[name]
+    run = load_run(run_dir)
+    documents = read_documents(split_file(run, "test"))[:4]
+    assert max(len(s) for d in documents for s in d) > 8     # some sentences span windows
+    text = tmp_path / "docs.txt"
+    text.write_text("".join("\t".join(" ".join(s) for s in d) + "\n" for d in documents))
+    result = score_main(["--saved-model", str(saved), "--text-file", str(text),
+                         "--batch-size", "5", "--output", str(tmp_path / "score.json")])
     nll, tokens = corpus_nll(run, documents)
-    assert int(tf.reduce_sum(scored["num_tokens"])) == tokens
-    assert -float(tf.reduce_sum(scored["log_likelihood"])) == pytest.approx(nll, rel=1e-5)
+    assert result["tokens"] == tokens
+    assert result["perplexity"] == pytest.approx(perplexity(nll, tokens), rel=1e-5)
+    assert json.loads((tmp_path / "score.json").read_text())["tokens"] == tokens
 
 
 def test_greedy_generation_matches_evaluate_generate(exports):
@@ -187,6 +181,15 @@ def test_greedy_generation_matches_evaluate_generate(exports):
         [words] = generate(run, t, num=1, greedy=True, allow_unk=False)
         assert served["sentences"][row].numpy().decode() == " ".join(words)
         assert int(served["num_tokens"][row]) == len(words)
+
+
+def test_score_of_a_directory_that_is_no_export_is_a_one_line_error(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("a b\n")
+    result = subprocess.run([sys.executable, "-m", "evaluate.score", "--saved-model",
+                             str(tmp_path), "--text-file", str(text)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert_one_line_error(result, "not a SavedModel version directory")
 
 
 def test_export_of_a_missing_run_is_a_one_line_error(tmp_path):

@@ -1,0 +1,103 @@
+"""``python -m evaluate.score --saved-model saved_models/<name>/<version> --text-file F``:
+test perplexity of a corpus-format file through an exported SavedModel, without the training
+run, so an export can be checked where only it was copied.
+
+Each sentence goes to the ``score`` signature with the context the model was trained with:
+topic models get the rest of the document, a document-mode LSTM the sentences before it, a
+sentence-mode LSTM nothing (the export says which in its ``context_kind`` variable). The
+total equals ``python -m evaluate.perplexity --run`` on the same file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from evaluate.common import read_documents  # noqa: E402
+from tcnlm_tf.corpus import Document  # noqa: E402
+from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+
+
+def sentence_requests(documents: list[Document], context_kind: str
+                      ) -> tuple[list[str], list[str]]:
+    """``(sentences, documents)`` inputs of the score signature, one row per sentence."""
+    sentences, contexts = [], []
+    for document in documents:
+        for k, sentence in enumerate(document):
+            if context_kind == "bag-of-words":
+                context = document[:k] + document[k + 1:]
+            elif context_kind == "preceding-text":
+                context = document[:k]
+            else:
+                context = []
+            sentences.append(" ".join(sentence))
+            contexts.append("\t".join(" ".join(s) for s in context))
+    return sentences, contexts
+
+
+def load_saved_model(path: Path):
+    """The SavedModel at ``path`` (a version directory), with a clear error otherwise."""
+    if not (path / "saved_model.pb").is_file():   # before the slow TensorFlow import
+        raise UserError(f"{path} is not a SavedModel version directory (no saved_model.pb): "
+                        "pass saved_models/<name>/<version> as written by "
+                        "`python -m train.export`")
+    import tensorflow as tf
+
+    model = tf.saved_model.load(str(path))
+    if "score" not in model.signatures or not hasattr(model, "context_kind"):
+        raise UserError(f"{path} was not exported by `python -m train.export` (it has no "
+                        "score signature or context_kind); re-export the run")
+    return model
+
+
+def score_file(model, documents: list[Document], batch_size: int = 64) -> dict[str, float]:
+    """Total log-likelihood, token count and perplexity of ``documents`` under ``model``."""
+    import tensorflow as tf
+
+    kind = model.context_kind.numpy().decode()
+    sentences, contexts = sentence_requests(documents, kind)
+    score = model.signatures["score"]
+    log_likelihood, tokens = 0.0, 0
+    for start in range(0, len(sentences), batch_size):
+        out = score(sentences=tf.constant(sentences[start:start + batch_size]),
+                    documents=tf.constant(contexts[start:start + batch_size]))
+        log_likelihood += float(tf.reduce_sum(tf.cast(out["log_likelihood"], tf.float64)))
+        tokens += int(tf.reduce_sum(out["num_tokens"]))
+    return {"sentences": len(sentences), "tokens": tokens, "log_likelihood": log_likelihood,
+            "perplexity": math.exp(-log_likelihood / tokens), "context": kind}
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    p = argparse.ArgumentParser(prog="python -m evaluate.score",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--saved-model", type=Path, required=True,
+                   help="a version directory written by `python -m train.export`")
+    p.add_argument("--text-file", type=Path, required=True,
+                   help="corpus-format file: one document per line, sentences separated by "
+                        "a TAB, tokens by a space")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="sentences per request (default: 64)")
+    p.add_argument("--output", type=Path, help="also write the result as JSON here")
+    args = p.parse_args(argv)
+    if args.batch_size <= 0:
+        raise UserError(f"--batch-size must be positive, got {args.batch_size}")
+    if not args.text_file.is_file():
+        raise UserError(f"--text-file {args.text_file} not found")
+    model = load_saved_model(args.saved_model)
+    documents = read_documents(args.text_file)
+    result = score_file(model, documents, args.batch_size)
+    print(f"{args.text_file}: {result['sentences']} sentences, {result['tokens']} tokens, "
+          f"perplexity {result['perplexity']:.2f} (context: {result['context']})")
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
