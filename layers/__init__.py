@@ -1,6 +1,16 @@
 """Reusable Keras 3 layers for topic-guided language models.
 
-Every layer here is registered for serialisation under the ``tcnlm_tf`` package name,
+Every layer here is registered for serialisation under the ``tcnlm_tf`` package name (so
+``import layers`` before ``keras.saving.load_model`` of a model that uses them),
 has ``get_config``, documents its input/output shapes and the paper equation it
 implements, and does no file I/O.
 """
+
+from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
+                               TopicCompositionalLSTMCell, TopicState)
+from layers.topic_model import BagOfWords, NeuralTopicModel
+
+__all__ = ["AdaptiveSoftmax", "BagOfWords", "MixtureOfExpertsLSTMCell", "NeuralTopicModel",
+           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicState",
+           "default_cutoffs"]

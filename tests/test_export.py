@@ -19,15 +19,7 @@ from evaluate.common import read_documents, split_file
 from evaluate.score import main as score_main
 from tcnlm_tf.metrics import perplexity
 from train.export import main as export_main
-from train.run import main as train_main
 
-TINY = ["--synthetic", "train_docs=60", "--synthetic", "valid_docs=8", "--synthetic",
-        "test_docs=8", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
-        "--synthetic", "seed=5", "--hidden-size", "16", "--embedding-dim", "12",
-        "--num-topics", "4", "--ntm-hidden", "16,16", "--batch-size", "16", "--seq-len", "8",
-        "--epochs", "1", "--max-steps", "3", "--log-every", "100"]
-MODELS = {"lstm": ["--model", "lstm"], "tcnlm": ["--model", "tcnlm", "--num-factors", "8"],
-          "moe": ["--model", "moe"], "lstm-document": ["--model", "lstm", "--mode", "document"]}
 PY_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 
 #: run by a fresh interpreter in isolated mode (-I: no cwd, no PYTHONPATH on sys.path)
@@ -46,20 +38,6 @@ for name, spec in calls.items():
             results[f"{name}/{i}/{signature}/{key}"] = value.numpy()
 np.savez(sys.argv[2], **results)
 """
-
-
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    """Tiny trained runs of every model type, each exported twice (versions 1 and 2)."""
-    root = tmp_path_factory.mktemp("export")
-    out = {}
-    for name, flags in MODELS.items():
-        train_main(TINY + flags + ["--runs-dir", str(root / "runs"), "--run-name", name,
-                                   "--cache-dir", str(root / "cache")])
-        first = export_main(["--run", str(root / "runs" / name),
-                             "--output-dir", str(root / "saved_models")])
-        out[name] = (root / "runs" / name, first)
-    return root, out
 
 
 def calls_for(run, documents):

@@ -1,0 +1,186 @@
+"""A small client for a model exported by ``python -m train.export`` and served by TF Serving.
+
+It speaks TF Serving's REST API (port 8501): ``POST /v1/models/<name>[/versions/<v>]:predict``
+with a JSON body in the columnar ("inputs") format, which the export's scalar inputs (``k``,
+``seed``, ``temperature``) need::
+
+    {"signature_name": "score", "inputs": {"sentences": ["the dow fell"], "documents": [""]}}
+
+and an answer ``{"outputs": {name: value, ...}}`` (or ``{"outputs": value}`` when the signature
+has one output), or ``{"error": message}``. Only the standard library is used, so the client
+runs anywhere::
+
+    from evaluate.serving_client import ServingClient
+    client = ServingClient("http://localhost:8501", "synthetic-tcnlm")
+    client.score(["his zanovi could"])["perplexity"]
+    client.next_words(["his"], k=5)
+    client.infer_topics(["his zanovi could\\tan tazuru"])
+    client.generate(topic=3, num_topics=50, seed=1, temperature=0.75)
+
+From the shell: ``python -m evaluate.serving_client --model synthetic-tcnlm score "his zanovi"``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Any, Sequence
+
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: output names of signatures that have only one (TF Serving then drops the name)
+SINGLE_OUTPUT = {"infer_topics": "topics"}
+
+
+class ServingError(UserError):
+    """TF Serving answered with an error, or could not be reached."""
+
+
+def predict_url(base_url: str, model: str, version: int | None = None) -> str:
+    """``<base>/v1/models/<model>[/versions/<version>]:predict``."""
+    url = f"{base_url.rstrip('/')}/v1/models/{model}"
+    if version is not None:
+        url += f"/versions/{int(version)}"
+    return url + ":predict"
+
+
+def build_request(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of a predict call in the columnar format (lists and scalars as given)."""
+    return {"signature_name": signature, "inputs": inputs}
+
+
+def parse_response(signature: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``{output name: value}`` from a predict answer; raises :class:`ServingError` on
+    ``{"error": ...}``."""
+    if "error" in body:
+        raise ServingError(f"TF Serving refused the {signature} request: {body['error']}")
+    if "outputs" not in body:
+        raise ServingError(f"unexpected answer to {signature}: no 'outputs' in {list(body)}")
+    outputs = body["outputs"]
+    if not isinstance(outputs, dict):
+        name = SINGLE_OUTPUT.get(signature)
+        if name is None:
+            raise ServingError(f"{signature} answered one unnamed output; expected a dict")
+        outputs = {name: outputs}
+    return outputs
+
+
+def topic_mixture(num_topics: int, topic: int | None = None,
+                  mixture: dict[int, float] | None = None) -> list[float]:
+    """t for ``generate``: one-hot for ``topic`` or the normalised ``mixture``: [T]."""
+    weights = {topic: 1.0} if topic is not None else dict(mixture or {})
+    if not weights or any(not 0 <= k < num_topics for k in weights) or \
+            any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+        raise UserError(f"give a topic in 0..{num_topics - 1} or a mixture of such topics "
+                        "with non-negative weights that do not sum to 0")
+    total = sum(weights.values())
+    return [weights.get(k, 0.0) / total for k in range(num_topics)]
+
+
+class ServingClient:
+    """Calls the export's signatures on a TF Serving REST endpoint."""
+
+    def __init__(self, base_url: str, model: str, version: int | None = None,
+                 timeout: float = 60.0):
+        self.url = predict_url(base_url, model, version)
+        self.timeout = timeout
+
+    def predict(self, signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(build_request(signature, inputs)).encode()
+        request = urllib.request.Request(self.url, data=data,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                body = json.loads(answer.read())
+        except urllib.error.HTTPError as err:      # TF Serving sends {"error": ...} with 4xx
+            try:
+                body = json.loads(err.read())
+            except ValueError:
+                raise ServingError(f"{self.url}: HTTP {err.code} {err.reason}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise ServingError(f"cannot reach TF Serving at {self.url} ({err}); is the "
+                               "container running with -p 8501:8501?") from None
+        return parse_response(signature, body)
+
+    def score(self, sentences: Sequence[str], documents: Sequence[str] | None = None):
+        if documents is None:
+            return self.predict("serving_default", {"sentences": list(sentences)})
+        return self.predict("score", {"sentences": list(sentences),
+                                      "documents": list(documents)})
+
+    def next_words(self, context: Sequence[str], documents: Sequence[str] | None = None,
+                   k: int = 10):
+        documents = list(documents) if documents is not None else [""] * len(context)
+        return self.predict("next_words", {"context": list(context), "documents": documents,
+                                           "k": int(k)})
+
+    def infer_topics(self, documents: Sequence[str]):
+        return self.predict("infer_topics", {"documents": list(documents)})
+
+    def generate(self, topics: Sequence[Sequence[float]] | None = None, *,
+                 topic: int | None = None, num_topics: int | None = None,
+                 num_sentences: int | None = None, seed: int = 0, temperature: float = 0.75):
+        """Topic models: ``topics`` [B, T] rows, or ``topic`` with ``num_topics`` (one-hot);
+        the LSTM: ``num_sentences``. ``temperature <= 0`` is greedy."""
+        inputs: dict[str, Any] = {"seed": int(seed), "temperature": float(temperature)}
+        if num_sentences is not None:
+            inputs["num_sentences"] = int(num_sentences)
+        elif topics is not None:
+            inputs["topics"] = [list(map(float, row)) for row in topics]
+        elif topic is not None and num_topics is not None:
+            inputs["topics"] = [topic_mixture(num_topics, topic)]
+        else:
+            raise UserError("generate needs topics, topic and num_topics, or num_sentences")
+        return self.predict("generate", inputs)
+
+    def generate_from_document(self, documents: Sequence[str], seed: int = 0,
+                               temperature: float = 0.75):
+        return self.predict("generate_from_document", {
+            "documents": list(documents), "seed": int(seed), "temperature": float(temperature)})
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m evaluate.serving_client",
+                                description="Call a TF Serving model exported by train.export "
+                                            "and print the JSON answer.")
+    p.add_argument("--url", default="http://localhost:8501", help="REST base URL")
+    p.add_argument("--model", required=True, help="model name (the saved_models/<name>)")
+    p.add_argument("--version", type=int, help="model version (default: the latest)")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help="log-likelihood and perplexity of sentences")
+    s.add_argument("sentences", nargs="+")
+    s.add_argument("--document", help="context document for every sentence")
+    n = sub.add_parser("next-words", help="the k most probable next words")
+    n.add_argument("context", nargs="+")
+    n.add_argument("-k", type=int, default=10)
+    t = sub.add_parser("topics", help="topic proportions of documents")
+    t.add_argument("documents", nargs="+")
+    g = sub.add_parser("generate", help="a sentence for a topic (topic models) or not")
+    g.add_argument("--topic", type=int)
+    g.add_argument("--num-topics", type=int)
+    g.add_argument("--num-sentences", type=int)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--temperature", type=float, default=0.75)
+    args = p.parse_args(argv)
+    client = ServingClient(args.url, args.model, args.version)
+    if args.command == "score":
+        documents = None if args.document is None else [args.document] * len(args.sentences)
+        result = client.score(args.sentences, documents)
+    elif args.command == "next-words":
+        result = client.next_words(args.context, k=args.k)
+    elif args.command == "topics":
+        result = client.infer_topics(args.documents)
+    else:
+        result = client.generate(topic=args.topic, num_topics=args.num_topics,
+                                 num_sentences=args.num_sentences, seed=args.seed,
+                                 temperature=args.temperature)
+    json.dump(result, sys.stdout, indent=1)
+    print()
+    return result
+
+
+if __name__ == "__main__":
+    main()
