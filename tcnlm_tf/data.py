@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -174,18 +175,25 @@ def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> C
 
 
 def _write_cache(corpus: Corpus, path: Path) -> None:
+    """Write the cache under a name of this process's own, then rename it into place: two
+    trainings that prepare the same corpus at once (``evaluate.compare --jobs 2``) must not
+    open one temporary HDF5 file together (HDF5's file lock makes the second one fail)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     strings = h5py.string_dtype("utf-8")
-    with h5py.File(tmp, "w") as h5:
-        h5.create_dataset("lm_vocab", data=np.array(corpus.lm_vocab.words, dtype=object), dtype=strings)
-        h5.create_dataset("topic_vocab", data=np.array(corpus.topic_vocab.words, dtype=object),
-                          dtype=strings)
-        for split, arrays in corpus.splits.items():
-            group = h5.create_group(split)
-            for field in dataclasses.fields(SplitArrays):
-                group.create_dataset(field.name, data=getattr(arrays, field.name))
-    tmp.replace(path)
+    try:
+        with h5py.File(tmp, "w") as h5:
+            h5.create_dataset("lm_vocab", data=np.array(corpus.lm_vocab.words, dtype=object),
+                              dtype=strings)
+            h5.create_dataset("topic_vocab", data=np.array(corpus.topic_vocab.words, dtype=object),
+                              dtype=strings)
+            for split, arrays in corpus.splits.items():
+                group = h5.create_group(split)
+                for field in dataclasses.fields(SplitArrays):
+                    group.create_dataset(field.name, data=getattr(arrays, field.name))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _read_cache(path: Path, name: str, directory: Path) -> Corpus:

@@ -68,3 +68,33 @@ def test_shared_apnews_sample_loads(shared_data_dir, tmp_path):
     assert [corpus.splits[s].num_documents for s in ("train", "valid", "test")] == [1700, 150, 150]
     assert corpus.lm_vocab.words[:3] == ["<pad>", "<unk>", "<eos>"]
     assert "the" in corpus.lm_vocab and "the" not in corpus.topic_vocab
+
+
+def _prepare(args):
+    """In a worker process: wait for the others, then prepare the same corpus into the same
+    cache from scratch, as concurrent compare rows do."""
+    barrier, cache_dir = args
+    from tcnlm_tf.config import DataConfig as Config
+    from tcnlm_tf.data import load_corpus as load
+
+    barrier.wait()
+    config = Config(dataset="synthetic", topic_min_docs=2,
+                    synthetic={"train_docs": 40, "valid_docs": 5, "test_docs": 5, "seed": 9})
+    return len(load(config, cache_dir=cache_dir, log=lambda _: None).lm_vocab)
+
+
+def test_concurrent_preparation_of_one_corpus(tmp_path):
+    """Three processes building the same cache at the same moment all succeed (they once
+    shared one temporary HDF5 file, and HDF5's lock failed the others), and none leaves a
+    temporary file behind."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(2):
+        cache_dir = tmp_path / f"cache{attempt}"
+        with context.Manager() as manager, context.Pool(3) as pool:
+            barrier = manager.Barrier(3)
+            sizes = pool.map(_prepare, [(barrier, cache_dir)] * 3)
+        assert len(set(sizes)) == 1
+        prepared = list((cache_dir / "prepared").iterdir())
+        assert len(prepared) == 1 and prepared[0].suffix == ".h5", prepared
