@@ -51,7 +51,6 @@ from tcnlm_tf.models.lstm import Context
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.runs import Run
 
-STRINGS = tf.TensorSpec([None], tf.string)
 SCALAR_SEED = tf.TensorSpec([], tf.int64, name="seed")
 SCALAR_TEMPERATURE = tf.TensorSpec([], tf.float32, name="temperature")
 
@@ -65,6 +64,8 @@ def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
 
 
 class _ModelHolder:
+    """Keeps the Keras model out of tf.Module's tracking (see ServingModule.__init__)."""
+
     def __init__(self, model):
         self.model = model
 
