@@ -29,6 +29,7 @@ import urllib.request
 from typing import Any, Sequence
 
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.mixtures import topic_mixture
 
 #: output names of signatures that have only one (TF Serving then drops the name)
 SINGLE_OUTPUT = {"infer_topics": "topics"}
@@ -65,18 +66,6 @@ def parse_response(signature: str, body: dict[str, Any]) -> dict[str, Any]:
             raise ServingError(f"{signature} answered one unnamed output; expected a dict")
         outputs = {name: outputs}
     return outputs
-
-
-def topic_mixture(num_topics: int, topic: int | None = None,
-                  mixture: dict[int, float] | None = None) -> list[float]:
-    """t for ``generate``: one-hot for ``topic`` or the normalised ``mixture``: [T]."""
-    weights = {topic: 1.0} if topic is not None else dict(mixture or {})
-    if not weights or any(not 0 <= k < num_topics for k in weights) or \
-            any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-        raise UserError(f"give a topic in 0..{num_topics - 1} or a mixture of such topics "
-                        "with non-negative weights that do not sum to 0")
-    total = sum(weights.values())
-    return [weights.get(k, 0.0) / total for k in range(num_topics)]
 
 
 class ServingClient:

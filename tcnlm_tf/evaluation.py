@@ -16,7 +16,7 @@ import tensorflow as tf
 from tcnlm_tf import pipeline
 from tcnlm_tf.config import MAX_GENERATED_WORDS
 from tcnlm_tf.corpus import Document
-from tcnlm_tf.errors import UserError
+from tcnlm_tf.mixtures import topic_mixture
 from tcnlm_tf.models.lstm import Context
 from tcnlm_tf.runs import Run, encode_documents
 
@@ -62,18 +62,8 @@ def document_topics(run: Run, documents: list[Document], samples: int = 0) -> np
 
 def topic_vector(num_topics: int, topic: int | None = None,
                  mixture: dict[int, float] | None = None) -> np.ndarray:
-    """t for generation: one-hot e_topic, or a normalised mixture {topic: weight}: [T]."""
-    t = np.zeros(num_topics, np.float32)
-    weights = {topic: 1.0} if topic is not None else dict(mixture or {})
-    for k, w in weights.items():
-        if not 0 <= k < num_topics:
-            raise UserError(f"topic {k} out of range: this model has topics 0..{num_topics - 1}")
-        if w < 0:
-            raise UserError(f"topic weight {w} for topic {k} is negative")
-        t[k] += w
-    if t.sum() <= 0:
-        raise UserError("give --topic I or --mixture I:W,J:W with positive weights")
-    return t / t.sum()
+    """t for generation as float32 [T] (see :func:`tcnlm_tf.mixtures.topic_mixture`)."""
+    return np.asarray(topic_mixture(num_topics, topic, mixture), np.float32)
 
 
 def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: float = 1.0,

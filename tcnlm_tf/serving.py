@@ -272,7 +272,7 @@ class ServingModule(tf.Module):
         greedy = temperature <= 0.0
         scale = tf.where(greedy, 1.0, temperature)
 
-        def step(i, token, state, out):
+        def step(i, token, state, out, done):
             hidden, state = self.model.encode(token[:, None], context, training=False,
                                               state=state)
             log_p = self.model.log_probs(hidden[:, -1], context)
@@ -281,14 +281,20 @@ class ServingModule(tf.Module):
                 log_p / scale, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]),
                 dtype=tf.int32)[:, 0]
             nxt = tf.where(greedy, tf.argmax(log_p, axis=-1, output_type=tf.int32), sampled)
-            return i + 1, nxt, state, out.write(i, nxt)
+            return i + 1, nxt, state, out.write(i, nxt), done | (nxt == EOS_ID)
+
+        def going(i, token, state, out, done):
+            # stop once every sentence has ended (after one step, so an empty batch stacks)
+            return (i < MAX_GENERATED_WORDS) & ((i == 0) | ~tf.reduce_all(done))
 
         state = self.model.zero_state(batch)
         start = tf.fill([batch], EOS_ID)
-        out = tf.TensorArray(tf.int32, size=MAX_GENERATED_WORDS)
-        _, _, _, out = tf.while_loop(lambda i, *_: i < MAX_GENERATED_WORDS, step,
-                                     (tf.constant(0), start, state, out))
-        ids = tf.transpose(out.stack())                                  # [B, 40]
+        out = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
+        steps, _, _, out, _ = tf.while_loop(
+            going, step, (tf.constant(0), start, state, out, tf.zeros([batch], tf.bool)))
+        ids = tf.transpose(out.stack())                                  # [B, steps]
+        ids = tf.reshape(tf.pad(ids, [[0, 0], [0, MAX_GENERATED_WORDS - steps]],
+                                constant_values=EOS_ID), [-1, MAX_GENERATED_WORDS])  # [B, 40]
         # a sentence ends at its first <eos>
         ended = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) > 0
         num_tokens = tf.reduce_sum(tf.cast(~ended, tf.int32), axis=1)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from evaluate.serving_client import (ServingClient, ServingError, build_request,
-                                     parse_response, predict_url, topic_mixture)
+                                     parse_response, predict_url)
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.mixtures import topic_mixture
 from tests.conftest import REPO_ROOT
 
 
