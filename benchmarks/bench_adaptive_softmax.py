@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False,
         description="Forward+backward time of the training loss: adaptive vs full softmax."
     )
     parser.add_argument("--vocab", type=int, default=30000, help="vocabulary size (default 30000)")

@@ -14,7 +14,8 @@ from tcnlm_tf.errors import UserError  # noqa: E402
 def parser(prog: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
     """An argument parser with the ``--run`` every evaluator takes."""
     p = argparse.ArgumentParser(prog=f"python -m evaluate.{prog}", description=description,
-                                epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=epilog, allow_abbrev=False,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True,
                    help="run directory made by `python -m train.run` (runs/<name>)")
     return p

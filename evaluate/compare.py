@@ -2,12 +2,12 @@
 corpus with the same preset, budget and seed, and write their test perplexities as one table
 (the comparison of Wang et al. 2018, Tables 2 and 6).
 
-The rows, by default all four:
-
-* ``lstm``: the sentence-level LSTM (each sentence on its own, as TCNLM sees it);
-* ``lstm-document``: the LSTM with its state carried across the sentences of a document;
-* ``tcnlm``: the topic compositional LM with ``--num-topics`` topics;
-* ``moe``: the naive mixture of LSTM experts (eq. 7-8), Table 6's 30 experts of 100 units.
+The rows, by default all of them, come from the model registry
+(:mod:`tcnlm_tf.models.registry`, each model's ``compare_rows``): ``lstm`` (the sentence-level
+LSTM, each sentence on its own as the topic models see it), ``lstm-document`` (its state
+carried across the sentences of a document), then one row per topic-guided model (``tcnlm``,
+``moe``: Table 6's 30 experts of 100 units, ``tdlm``, ...). Every row whose model takes
+``--num-topics`` gets the comparison's ``--num-topics`` unless its row pins its own.
 
 Each row is one ``python -m train.run`` run in ``<runs-dir>/<name>/<row>/``. A run that already
 has its test perplexity is reused, one that stopped early is resumed from its checkpoint: an
@@ -16,7 +16,8 @@ topic models the command also writes their top words (``topics.txt``) and NPMI c
 (``coherence.json``, reference: the training split, window 20). The table goes to
 ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``.
 
-Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --epochs 3``). ``--jobs 2``
+Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --epochs 3``), a model's
+own options only to the rows of models that take them. ``--jobs 2``
 trains two rows at a time, each writing its output to ``<runs-dir>/<name>/<row>.log``.
 """
 from __future__ import annotations
@@ -30,21 +31,16 @@ from pathlib import Path
 
 from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
 
-#: row name -> the train.run flags that make it (besides the shared ones)
-ROWS = {
-    "lstm": ["--model", "lstm"],
-    "lstm-document": ["--model", "lstm", "--mode", "document"],
-    "tcnlm": ["--model", "tcnlm"],
-    "moe": ["--model", "moe"],
-}
-TOPIC_ROWS = ("tcnlm", "moe")
+#: row name -> (model, the train.run flags that make it besides the shared ones)
+ROWS = compare_rows()
 SETTINGS_FILE = "compare.json"
 POLL_SECONDS = 2.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = argparse.ArgumentParser(allow_abbrev=False,
         prog="python -m evaluate.compare", description=__doc__.split(": ", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: python -m evaluate.compare --dataset apnews --data-dir ../shared/data")
@@ -59,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=tuple(PRESETS), default="small",
                    help="size preset of the LSTM-based rows (default: small)")
     p.add_argument("--num-topics", type=int, default=50,
-                   help="TCNLM topics T (default: 50; the moe row keeps Table 6's 30 experts)")
+                   help="topics T of the topic-model rows (default: 50; the moe row keeps "
+                   "Table 6's 30 experts)")
     p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"),
                    help="where the comparison directory is made (default: runs)")
@@ -112,9 +109,27 @@ def finished(run_dir: Path) -> bool:
     return path.is_file() and "test_perplexity" in json.loads(path.read_text())
 
 
+def row_train_args(model: str, train_args: list[str]) -> list[str]:
+    """``train_args`` without the model options that ``model`` does not take (each such
+    flag with its value): a model's own flags after ``--`` go to the rows of that model."""
+    others = {option.option_string for name, option in all_options().items()
+              if name not in MODELS[model].option_names}
+    kept, skip = [], False
+    for arg in train_args:
+        if skip:
+            skip = False
+        elif arg.split("=", 1)[0] in others:
+            skip = "=" not in arg
+        else:
+            kept.append(arg)
+    return kept
+
+
 def row_command(row: str, directory: Path, shared: list[str], train_args: list[str],
                 cache_dir: Path) -> list[str]:
     """The ``train.run`` command that trains the row, or resumes it from its checkpoint."""
+    model, flags = ROWS[row]
+    train_args = row_train_args(model, train_args)
     run_dir = directory / row
     command = [sys.executable, "-m", "train.run", "--runs-dir", str(directory),
                "--run-name", row, "--cache-dir", str(cache_dir)]
@@ -122,7 +137,7 @@ def row_command(row: str, directory: Path, shared: list[str], train_args: list[s
         print(f"== {row}: resuming {run_dir} from its latest checkpoint", flush=True)
         return command + ["--resume"] + budget_flags(train_args)
     print(f"== {row}: training in {run_dir}", flush=True)
-    return command + shared + ROWS[row] + train_args
+    return command + shared + flags + train_args
 
 
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int) -> list[str]:
@@ -185,8 +200,8 @@ def size_of(run_dir: Path) -> str:
     """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
     model = json.loads((run_dir / "config.json").read_text())["model"]
     size = f"{model['num_layers']}x{model['hidden_size']}"
-    if model["model"] in TOPIC_ROWS:
-        size += f", T={model['num_topics']}"
+    if "num_topics" in model.get("options", {}):
+        size += f", T={model['options']['num_topics']}"
     return size
 
 
@@ -212,7 +227,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         if finished(directory / row):
             print(f"== {row}: reusing {directory / row} (already evaluated)", flush=True)
             continue
-        extra = ["--num-topics", str(args.num_topics)] if row == "tcnlm" else []
+        model, flags = ROWS[row]
+        extra = (["--num-topics", str(args.num_topics)]
+                 if "num_topics" in MODELS[model].option_names and "--num-topics" not in flags
+                 else [])
         commands[row] = row_command(row, directory, shared + extra, args.train_args,
                                     args.cache_dir)
     failed = run_commands(commands, directory, args.jobs)
@@ -225,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         run_dir = directory / row
         metrics = json.loads((run_dir / "metrics.json").read_text())
         metrics["size"] = size_of(run_dir)
-        if row in TOPIC_ROWS:
+        if MODELS[ROWS[row][0]].has_topics:
             metrics["coherence"] = topic_evaluations(run_dir)
         results[row] = metrics
     text = (f"Test perplexity on {args.dataset} ({args.preset} preset, seed {args.seed}"

@@ -1,7 +1,8 @@
 """``python -m evaluate.generate --run runs/<name> --topic I``: sentences conditioned on one
-topic (t = e_I, i.e. only the I-th factor of W_b and U_b, as in the TCNLM paper's Table 5) or
-on a mixture (``--mixture 3:0.5,7:0.5``), from a zero state, greedy or sampled with a
-temperature, each ending at ``<eos>`` or after ``--max-words`` words."""
+topic (t = e_I: for TCNLM only the I-th factor of W_b and U_b, as in its paper's Table 5;
+for TDLM s = B_I, its Sec. 7) or on a mixture (``--mixture 3:0.5,7:0.5``), from a zero
+state, greedy or sampled with a temperature, each ending at ``<eos>`` or after
+``--max-words`` words."""
 from __future__ import annotations
 
 import json
@@ -39,10 +40,11 @@ def main(argv: list[str] | None = None) -> list[str]:
     if args.temperature <= 0:
         raise UserError("--temperature must be positive (use --greedy for argmax decoding)")
     from tcnlm_tf.evaluation import generate, topic_vector
+    from tcnlm_tf.models.base import has_topics
     from tcnlm_tf.runs import load_run
 
     run = load_run(args.run)
-    topic_model = getattr(run.model, "uses_bow", False)
+    topic_model = has_topics(run.model)
     if topic_model and args.topic is None and args.mixture is None:
         raise UserError(f"{run.directory} is a topic model: give --topic I or --mixture I:W,...")
     if not topic_model and (args.topic is not None or args.mixture):

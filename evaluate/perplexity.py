@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     run = load_run(args.run)
     path = args.text_file or split_file(run, "test")
-    nll, tokens = corpus_nll(run, read_documents(path), args.batch_size)
+    nll, tokens = corpus_nll(run, read_documents(path), args.batch_size,
+                             split=None if args.text_file else "test")
     result = {"file": str(path), "perplexity": perplexity(nll, tokens),
               "predicted_tokens": int(tokens), "nll": nll, "checkpoint": run.checkpoint}
     print(f"{run.config.model.model} perplexity on {path}: {result['perplexity']:.2f} "

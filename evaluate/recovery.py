@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     from tcnlm_tf import synthetic
     from tcnlm_tf.data import source_dir
+    from evaluate.topics import topic_words
     from tcnlm_tf.recovery import topic_recovery
     from tcnlm_tf.runs import load_run, require_topic_model
 
@@ -25,8 +26,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise UserError(f"{run.directory} was trained on {run.config.data.dataset}: topic "
                         "recovery needs the synthetic corpus, whose true topics are known")
     truth = synthetic.load_truth(source_dir(run.config.data))
-    result = topic_recovery(truth.topic_word, truth.words,
-                            run.model.ntm.topic_word().numpy(), run.topic_vocab.words)
+    result = topic_recovery(truth.topic_word, truth.words, *topic_words(run))
     print(f"mean matched cosine: {result['mean_matched_cosine']:.4f} "
           f"({result['num_true']} true topics, {result['num_learned']} learned, "
           f"{result['shared_vocab_size']} shared words)")

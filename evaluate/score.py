@@ -73,7 +73,7 @@ def score_file(model, documents: list[Document], batch_size: int = 64) -> dict[s
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    p = argparse.ArgumentParser(prog="python -m evaluate.score",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m evaluate.score",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--saved-model", type=Path, required=True,

@@ -132,7 +132,7 @@ class ServingClient:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m evaluate.serving_client",
+    p = argparse.ArgumentParser(prog="python -m evaluate.serving_client", allow_abbrev=False,
                                 description="Call a TF Serving model exported by train.export "
                                             "and print the JSON answer.")
     p.add_argument("--url", default="http://localhost:8501", help="REST base URL")

@@ -1,6 +1,6 @@
 """``python -m evaluate.topics --run runs/<name>``: the top words of every learned topic
-(rows of the topic model's beta, eq. 6), written to ``<run>/topics.txt`` and to TensorBoard
-(text ``topics/top_words``)."""
+(the model's topic-word distributions: TCNLM's beta, eq. 6; TDLM's softmax(B W + b), its
+Sec. 5), written to ``<run>/topics.txt`` and to TensorBoard (text ``topics/top_words``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,12 +9,19 @@ from evaluate.common import parser
 from tcnlm_tf.errors import exit_on_user_error
 
 
+def topic_words(run) -> tuple[np.ndarray, list[str]]:
+    """The topics as word distributions [T, V'] and the words of their columns."""
+    vocab = run.lm_vocab if run.model.topic_vocabulary == "lm" else run.topic_vocab
+    return run.model.topic_word().numpy(), list(vocab.words)
+
+
 def top_words(run, n: int) -> list[list[str]]:
-    """The ``n`` most probable topic-vocabulary words of each topic (padding never listed)."""
-    beta = run.model.ntm.topic_word().numpy().copy()
-    beta[:, 0] = -np.inf
+    """The ``n`` most probable words of each topic (special tokens never listed)."""
+    beta, words = topic_words(run)
+    beta = beta.copy()
+    beta[:, [i for i, w in enumerate(words) if w.startswith("<") and w.endswith(">")]] = -np.inf
     order = np.argsort(-beta, axis=1)[:, :n]
-    return [[run.topic_vocab.words[i] for i in row] for row in order]
+    return [[words[i] for i in row] for row in order]
 
 
 @exit_on_user_error

@@ -7,10 +7,13 @@ implements, and does no file I/O.
 """
 
 from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
+                                    TopicAttention, TopicGate)
 from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
                                TopicCompositionalLSTMCell, TopicState)
 from layers.topic_model import BagOfWords, NeuralTopicModel
 
-__all__ = ["AdaptiveSoftmax", "BagOfWords", "MixtureOfExpertsLSTMCell", "NeuralTopicModel",
-           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicState",
+__all__ = ["AdaptiveSoftmax", "BagOfWords", "ConvolutionalTopicModel", "DocumentConvolution",
+           "MixtureOfExpertsLSTMCell", "NeuralTopicModel", "TopicAttention",
+           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicState",
            "default_cutoffs"]

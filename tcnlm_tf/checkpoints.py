@@ -35,8 +35,8 @@ def variable_map(variables: Iterable[keras.Variable],
 
 def model_checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
     """A checkpoint of every weight of ``model`` (trainable or not) plus ``extra`` objects;
-    a Keras optimizer passed as ``optimizer=`` is stored variable by variable too."""
-    optimizer = extra.pop("optimizer", None)
-    if optimizer is not None:
-        extra["optimizer"] = variable_map(optimizer.variables, drop_owner=True)
+    Keras optimizers among them are stored variable by variable too."""
+    extra = {name: variable_map(value.variables, drop_owner=True)
+             if isinstance(value, keras.optimizers.Optimizer) else value
+             for name, value in extra.items()}
     return tf.train.Checkpoint(model=variable_map(model.weights), **extra)

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.models.registry import all_options, spec_of
 
 DATASETS = ("synthetic", "apnews", "imdb", "bnc")
-MODEL_NAMES = ("lstm", "tcnlm", "moe")  # every entry has a builder in tcnlm_tf.models.MODELS
-TOPIC_MODELS = ("tcnlm", "moe")
 MODES = ("sentence", "document")
 SOFTMAXES = ("adaptive", "full")
 #: where generation stops if no <eos> came (evaluate.generate, the SavedModel's generate)
@@ -37,9 +36,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": {"num_layers": 1, "hidden_size": 600},
     "large": {"num_layers": 2, "hidden_size": 900},
 }
-# The naive MoE of Table 6 (30 topics, 1-layer LSTM experts of 100 units) is far smaller than
-# the small preset, because it runs T full LSTMs: --model moe uses these unless given.
-MOE_DEFAULTS: dict[str, Any] = {"num_topics": 30, "num_layers": 1, "hidden_size": 100}
 
 
 def default_data_dir() -> Path:
@@ -70,7 +66,9 @@ class DataConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-    """Model architecture; ``preset`` fills layers/hidden size unless given explicitly."""
+    """Model architecture; ``preset`` fills layers/hidden size unless given explicitly, and
+    ``options`` holds the model's own settings (its :class:`~tcnlm_tf.models.registry.ModelSpec`
+    lists them, with their defaults)."""
 
     model: str = "lstm"
     preset: str = "small"
@@ -82,13 +80,13 @@ class ModelConfig:
     tie_embeddings: bool = False
     softmax: str = "adaptive"       # 'adaptive' (Grave et al. 2016) or 'full'
     cutoffs: list[int] | None = None  # adaptive-softmax cutoffs; None: chosen from vocab size
-    # topic-guided models (Wang et al. 2018 §5): T, factors per gate, NTM encoder, lambda
-    num_topics: int = 50
-    num_factors: int | None = None   # None: hidden_size
-    ntm_hidden_units: list[int] = dataclasses.field(default_factory=lambda: [256, 256])
-    diversity_weight: float = 0.1
-    topic_word_scale: float = 30.0   # NTM beta logits = scale * weights (a faster-learning beta)
-    topic_kernel_scale: float = 10.0  # TCNLM W_b, U_b = scale * weights (faster-learning factors)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def option(self, name: str) -> Any:
+        """The model option ``name`` (its default when unset)."""
+        if name in self.options:
+            return self.options[name]
+        return next(o.default for o in spec_of(self.model).options if o.name == name)
 
 
 @dataclasses.dataclass
@@ -121,7 +119,11 @@ class RunConfig:
         sections = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
         values = {}
         for name, section in sections.items():
-            given = raw.get(name, {})
+            given = dict(raw.get(name, {}))
+            if name == "model":   # before model options had their own dict (version 1 runs)
+                options = all_options()
+                given.setdefault("options", {}).update(
+                    {k: given.pop(k) for k in list(given) if k in options})
             unknown = set(given) - {f.name for f in dataclasses.fields(section)}
             if unknown:
                 raise UserError(f"config.json has unknown {name} settings {sorted(unknown)}: "
@@ -143,8 +145,8 @@ class RunConfig:
     def validate(self) -> None:
         """Reject invalid settings and flag combinations before any work starts."""
         d, m, t = self.data, self.model, self.train
+        spec = spec_of(m.model)
         checks = [
-            (m.model in MODEL_NAMES, f"unknown --model {m.model!r}; choose one of {MODEL_NAMES}"),
             (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
             (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
             (m.softmax in SOFTMAXES, f"unknown --softmax {m.softmax!r}; choose one of {SOFTMAXES}"),
@@ -166,27 +168,33 @@ class RunConfig:
              "--tie-embeddings shares the input embedding with a full output layer; "
              "use it with --softmax full"),
             (not (m.cutoffs and m.softmax == "full"), "--cutoffs only applies to --softmax adaptive"),
-            (m.mode == "sentence" or m.model not in TOPIC_MODELS,
-             f"--model {m.model} conditions each sentence on its document through the topic "
-             "vector; use --mode sentence"),
-            (m.model != "moe" or m.num_layers == 1,
-             "--model moe mixes single-layer LSTM experts (eq. 7-8); use --num-layers 1"),
-            (m.num_topics >= 1 and (m.num_factors is None or m.num_factors >= 1),
-             "--num-topics and --num-factors must be positive"),
-            (all(h >= 1 for h in m.ntm_hidden_units), "--ntm-hidden sizes must be positive"),
-            (m.topic_word_scale > 0, "--topic-word-scale must be positive"),
-            (m.topic_kernel_scale > 0, "--topic-kernel-scale must be positive"),
+            (m.mode in spec.modes,
+             f"--model {m.model} trains in {' or '.join(spec.modes)} mode; "
+             f"use --mode {spec.modes[0]}"),
             (not d.synthetic or d.dataset == "synthetic",
              "--synthetic settings only apply to --dataset synthetic"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UserError(message)
+        unknown = set(m.options) - spec.option_names
+        if unknown:
+            raise UserError(f"--model {m.model} has no option {sorted(unknown)[0]!r} "
+                            "(config.json was edited, or written for another model)")
+        for option in spec.options:
+            option.check(m.option(option.name))
+        for rule, message in spec.checks:
+            if not rule(m):
+                raise UserError(message)
 
 
 def apply_preset(model: ModelConfig, explicit: set[str]) -> None:
-    """Fill the preset's (or, for the naive MoE, Table 6's) sizes unless set explicitly."""
-    defaults = MOE_DEFAULTS if model.model == "moe" else PRESETS[model.preset]
+    """Fill the preset's sizes, then the model's own defaults (e.g. the naive MoE's Table 6
+    sizes), unless set explicitly; every option of the model gets a value in ``options``."""
+    spec = spec_of(model.model)
+    defaults = {**PRESETS[model.preset], **spec.defaults}
+    for option in spec.options:
+        model.options.setdefault(option.name, defaults.get(option.name, option.default))
     for key, value in defaults.items():
-        if key not in explicit:
+        if key not in explicit and key not in spec.option_names:
             setattr(model, key, value)

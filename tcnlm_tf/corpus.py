@@ -36,6 +36,9 @@ class ReadStats:
     undecodable_lines: int = 0
     overlong_documents: int = 0
     first_bad_line: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the line number (from 1) of each document kept, so per-line side files (TDLM's
+    #: document labels and tags) can be aligned with the documents
+    lines: list[int] = dataclasses.field(default_factory=list)
 
     def note(self, kind: str, line_number: int) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
@@ -91,6 +94,7 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
                 stats.note("overlong_documents", line_number)
                 continue
             documents.append(document)
+            stats.lines.append(line_number)
             stats.documents += 1
             stats.sentences += len(document)
             stats.tokens += num_tokens

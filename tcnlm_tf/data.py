@@ -30,8 +30,8 @@ from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_
 
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
-#: left the topic vocabulary)
-CACHE_FORMAT_VERSION = 2
+#: left the topic vocabulary; 3: documents' source line numbers)
+CACHE_FORMAT_VERSION = 3
 
 CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
@@ -49,7 +49,8 @@ class SplitArrays:
       ``sent_offsets`` [S+1]: sentence i is ``lm_ids[sent_offsets[i]:sent_offsets[i+1]]``;
       ``topic_ids`` [...] topic-vocabulary ids of each sentence's words that are in it;
       ``topic_offsets`` [S+1]: the same for ``topic_ids``;
-      ``doc_offsets`` [D+1]: document j is sentences ``doc_offsets[j]:doc_offsets[j+1]``.
+      ``doc_offsets`` [D+1]: document j is sentences ``doc_offsets[j]:doc_offsets[j+1]``;
+      ``doc_lines`` [D]: the source file's line number (from 1) of each document.
     """
 
     lm_ids: np.ndarray
@@ -57,6 +58,7 @@ class SplitArrays:
     topic_ids: np.ndarray
     topic_offsets: np.ndarray
     doc_offsets: np.ndarray
+    doc_lines: np.ndarray
 
     @property
     def num_documents(self) -> int:
@@ -131,8 +133,9 @@ def cache_key(config: DataConfig, directory: Path) -> str:
 
 
 def encode_split(documents: list[Document], lm_vocab: Vocabulary,
-                 topic_vocab: Vocabulary) -> SplitArrays:
-    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``)."""
+                 topic_vocab: Vocabulary, lines: list[int] | None = None) -> SplitArrays:
+    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``);
+    ``lines``: their source line numbers (default 1, 2, ...)."""
     lm_ids: list[int] = []
     topic_ids: list[int] = []
     sent_offsets = [0]
@@ -153,14 +156,17 @@ def encode_split(documents: list[Document], lm_vocab: Vocabulary,
         topic_ids=np.asarray(topic_ids, dtype=np.int32),
         topic_offsets=np.asarray(topic_offsets, dtype=np.int64),
         doc_offsets=np.asarray(doc_offsets, dtype=np.int64),
+        doc_lines=np.asarray(lines if lines is not None else range(1, len(documents) + 1),
+                             dtype=np.int64),
     )
 
 
 def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> Corpus:
-    documents = {}
+    documents, lines = {}, {}
     for split in SPLITS:
         path = directory / f"{split}.txt"
         documents[split], stats = read_corpus_file(path, config.max_doc_tokens)
+        lines[split] = stats.lines
         for line in stats.problems(path):
             log(line)
         if not documents[split]:
@@ -170,7 +176,8 @@ def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> C
     topic_vocab = build_topic_vocab(
         lm_vocab, counts, doc_counts, load_stopwords(config.stopwords),
         min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction)
-    splits = {split: encode_split(documents[split], lm_vocab, topic_vocab) for split in SPLITS}
+    splits = {split: encode_split(documents[split], lm_vocab, topic_vocab, lines[split])
+              for split in SPLITS}
     return Corpus(config.dataset, lm_vocab, topic_vocab, splits, directory, Path())
 
 

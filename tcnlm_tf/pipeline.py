@@ -5,10 +5,11 @@ Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max
 ``inputs``  int32 [B, L]    LM input ids; each sentence starts with ``<eos>``
 ``targets`` int32 [B, L]    the next word at each position (``<eos>`` ends each sentence)
 ``weights`` float32 [B, L]  1 for a real target, 0 for padding
-``bow``     int32 [B, M]    (sentence mode, when asked for) topic-vocabulary ids of the
-                            sentence's document *minus that sentence*, in document order,
-                            first M kept (Wang et al. 2018 §5: "all the sentences in a
-                            paragraph, excluding the one being predicted"), 0-padded
+``bow``     int32 [B, M]    (sentence mode, for models whose ``context_inputs`` name it)
+                            topic-vocabulary ids of the sentence's document *minus that
+                            sentence*, in document order, first M kept (Wang et al. 2018 §5:
+                            "all the sentences in a paragraph, excluding the one being
+                            predicted"; Lau et al. 2017 §3.2 and their m3), 0-padded
 ``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
                             carried LSTM state is zeroed there
 
@@ -38,11 +39,13 @@ PAD_ID = 0
 @dataclasses.dataclass
 class SentenceExamples:
     """Sentence-mode sequences. ``inputs``/``targets`` [N, L]; ``context`` [N, 4] int64 holds,
-    in ``topic_ids`` coordinates, (document start, sentence start, sentence end, document end)."""
+    in ``topic_ids`` coordinates, (document start, sentence start, sentence end, document end);
+    ``documents`` [N]: the index of each sequence's document."""
 
     inputs: np.ndarray
     targets: np.ndarray
     context: np.ndarray
+    documents: np.ndarray
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -70,7 +73,7 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
     topic = split.topic_offsets
     context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
                         topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
-    return SentenceExamples(inputs, targets, context.astype(np.int64))
+    return SentenceExamples(inputs, targets, context.astype(np.int64), docs)
 
 
 def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
@@ -135,7 +138,10 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
 
 
 def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
-    """Vectorised document-minus-sentence context: ``context`` [B, 4] -> ids [B, max_bow]."""
+    """The one builder of document context: ``context`` [B, 4] int64 rows (document start,
+    left-out start, left-out end, document end) in ``topic_ids`` coordinates -> the ids of
+    the document minus the left-out span, in order, first ``max_bow`` kept, 0-padded:
+    [B, max_bow]. ``topic_ids`` must end with one extra 0 (see :func:`padded_ids`)."""
     doc_start, sent_start, sent_end, doc_end = tf.unstack(context, axis=1)
     len_before = (sent_start - doc_start)[:, None]
     len_after = (doc_end - sent_end)[:, None]
@@ -146,29 +152,63 @@ def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.T
     return tf.where(valid, ids, tf.zeros_like(ids))
 
 
+def padded_ids(ids: np.ndarray | tf.Tensor) -> tf.Tensor:
+    """Flat topic ids with one trailing 0, so masked positions can gather index 0 even when
+    there is no topic-vocabulary word at all."""
+    return tf.concat([tf.cast(ids, tf.int32), tf.zeros([1], tf.int32)], axis=0)
+
+
+def whole_documents(starts: np.ndarray | tf.Tensor, ends: np.ndarray | tf.Tensor):
+    """Context rows [D, 4] of whole documents (nothing left out) from their start and end
+    positions in the flat topic ids."""
+    return tf.stack([starts, starts, starts, ends], axis=1)
+
+
+def split_documents(split: SplitArrays) -> tf.Tensor:
+    """Context rows [D, 4] of every whole document of ``split``."""
+    topic = split.topic_offsets
+    return whole_documents(topic[split.doc_offsets[:-1]], topic[split.doc_offsets[1:]])
+
+
+def context_fields(names: tuple[str, ...], context: tf.Tensor, topic_ids: tf.Tensor,
+                   max_bow: int) -> dict[str, tf.Tensor]:
+    """The document-context fields ``names`` of a batch (see the module docstring) from its
+    context rows; the one place that knows how each field is made."""
+    builders = {"bow": lambda: bag_of_words(context, topic_ids, max_bow)}
+    unknown = set(names) - set(builders)
+    if unknown:
+        raise ValueError(f"no builder for the context fields {sorted(unknown)}")
+    return {name: builders[name]() for name in names}
+
+
 def _with_weights(batch: dict) -> dict:
     batch["weights"] = tf.cast(tf.not_equal(batch["targets"], PAD_ID), tf.float32)
     return batch
 
 
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
-                     max_bow: int | None = None, shuffle_seed: int | None = None) -> tf.data.Dataset:
+                     context_inputs: tuple[str, ...] = (), max_bow: int = 300,
+                     shuffle_seed: int | None = None,
+                     features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
-    seed, so a resumed epoch sees the same order), ``bow`` added when ``max_bow`` is given."""
+    seed, so a resumed epoch sees the same order), with the ``context_inputs`` fields and
+    each example's row of the per-document ``features`` ({name: [D, ...]})."""
     order = np.arange(len(examples))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
     inputs = tf.constant(examples.inputs)
     targets = tf.constant(examples.targets)
     context = tf.constant(examples.context)
-    # one trailing 0 so masked positions can gather index 0 even when a split has no
-    # topic-vocabulary word at all
-    topic_ids = tf.constant(np.append(split.topic_ids, 0).astype(np.int32))
+    documents = tf.constant(examples.documents)
+    topic_ids = padded_ids(split.topic_ids)
+    features = {name: tf.constant(value) for name, value in (features or {}).items()}
 
     def gather(index):
         batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
-        if max_bow is not None:
-            batch["bow"] = bag_of_words(tf.gather(context, index), topic_ids, max_bow)
+        batch.update(context_fields(context_inputs, tf.gather(context, index), topic_ids,
+                                    max_bow))
+        batch.update({name: tf.gather(value, tf.gather(documents, index))
+                      for name, value in features.items()})
         return _with_weights(batch)
 
     dataset = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
@@ -189,12 +229,16 @@ def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
 
 
 def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
-                 max_bow: int | None = None, shuffle_seed: int | None = None,
-                 examples: SentenceExamples | None = None) -> tf.data.Dataset:
-    """The batches of ``split`` for ``mode`` ('sentence' or 'document'); ``max_bow`` adds
-    the document context (sentence mode), ``examples`` reuses precomputed sequences."""
+                 context_inputs: tuple[str, ...] = (), max_bow: int = 300,
+                 shuffle_seed: int | None = None,
+                 examples: SentenceExamples | None = None,
+                 features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
+    """The batches of ``split`` for ``mode`` ('sentence' or 'document'); ``context_inputs``
+    names the document-context fields to add and ``features`` per-document side inputs
+    (sentence mode), ``examples`` reuses precomputed sequences."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
     if examples is None:
         examples = sentence_examples(split, seq_len)
-    return sentence_dataset(split, examples, batch_size, max_bow, shuffle_seed)
+    return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,
+                            features)

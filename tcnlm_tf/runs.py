@@ -17,7 +17,9 @@ from tcnlm_tf.config import RunConfig
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.data import SplitArrays, encode_split
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.models import LanguageModel, build_model
+from tcnlm_tf import pipeline
+from tcnlm_tf.models import build_model
+from tcnlm_tf.models.base import LanguageModel, has_topics
 from tcnlm_tf.pipeline import EOS_ID
 from tcnlm_tf.vocab import UNK, Vocabulary
 
@@ -34,11 +36,12 @@ class Run:
     checkpoint: str
 
 
-def _dummy_batch(config: RunConfig) -> dict[str, tf.Tensor]:
+def _dummy_batch(config: RunConfig, model: LanguageModel) -> dict[str, tf.Tensor]:
     """A one-row batch that creates every variable of a model when it is called."""
     ids = tf.constant([[EOS_ID, EOS_ID]], tf.int32)
-    return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]),
-            "bow": tf.zeros([1, config.data.max_bow], tf.int32)}
+    context = pipeline.context_fields(model.context_inputs, tf.zeros([1, 4], tf.int64),
+                                      pipeline.padded_ids([]), config.data.max_bow)
+    return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 
 def load_run(directory: Path | str) -> Run:
@@ -55,8 +58,8 @@ def load_run(directory: Path | str) -> Run:
     if checkpoint is None:
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
-    model = build_model(config.model, len(lm_vocab), len(topic_vocab))
-    model(_dummy_batch(config))
+    model = build_model(config, lm_vocab, topic_vocab)
+    model(_dummy_batch(config, model))
     model_checkpoint(model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
     return Run(directory, config, lm_vocab, topic_vocab, model, checkpoint)
 
@@ -67,7 +70,9 @@ def encode_documents(run: Run, documents: list[Document]) -> SplitArrays:
 
 
 def require_topic_model(run: Run, command: str) -> None:
-    """Refuse runs without a neural topic model (the plain LSTM) for topic commands."""
-    if not getattr(run.model, "uses_bow", False):
-        raise UserError(f"{command} needs a topic model; {run.directory} is a "
-                        f"--model {run.config.model.model} run (train --model tcnlm or moe)")
+    """Refuse runs of models without topics (e.g. the plain LSTM) for topic commands."""
+    if not has_topics(run.model):
+        from tcnlm_tf.models.registry import MODELS
+        with_topics = "/".join(name for name, spec in MODELS.items() if spec.has_topics)
+        raise UserError(f"{command} needs a topic model; {run.directory} is a --model "
+                        f"{run.config.model.model} run (train --model {with_topics})")

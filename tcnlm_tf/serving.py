@@ -18,7 +18,8 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     ``context`` string [B] (the sentence so far), ``documents`` string [B], ``k`` int32 []
     -> ``words`` string [B, k] and ``probabilities`` float32 [B, k], most probable first.
 ``infer_topics`` (topic models)
-    ``documents`` string [B] -> ``topics`` float32 [B, T] (posterior-mean proportions t).
+    ``documents`` string [B] -> ``topics`` float32 [B, T] (the model's topic proportions:
+    TCNLM's posterior-mean t, TDLM's attention p).
 ``generate``
     topic models: ``topics`` float32 [B, T] (a topic mixture; one-hot for topic i, the
     paper's way of conditioning on one topic); the LSTM: ``num_sentences`` int32 [] ; both:
@@ -29,15 +30,17 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     ``documents`` string [B], ``seed``, ``temperature`` -> as ``generate``, conditioned on
     each document's inferred topics.
 
-How the context enters follows the run's training: topic models read ``documents`` as a bag
-of words (the first ``max_bow`` topic-vocabulary words); a document-mode LSTM reads them as
+How the context enters follows the run's training: models with document-context inputs
+(the topic models) read ``documents`` through the same builder as training (the first
+``max_bow`` topic-vocabulary words, :func:`tcnlm_tf.pipeline.context_fields`) and the
+model's own ``context``; a document-mode LSTM reads them as
 the text before the sentence (``<eos>`` after each of its sentences) and carries its state
 into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentence longer than
 the training sequence length is scored in windows of that length, each from a zero state,
 exactly as ``evaluate.perplexity`` and training do, so the numbers agree.
 
 Two string variables describe the export to Python clients that ``tf.saved_model.load`` it:
-``model_type`` (lstm, tcnlm, moe) and ``context_kind`` (see :meth:`ServingModule.context_rule`).
+``model_type`` (the ``--model`` name) and ``context_kind`` (see :meth:`ServingModule.context_rule`).
 
 Everything is TensorFlow ops (no ``tf.py_function``): the SavedModel loads and runs where
 only TensorFlow is installed.
@@ -46,8 +49,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tcnlm_tf import pipeline
 from tcnlm_tf.config import MAX_GENERATED_WORDS
-from tcnlm_tf.models.lstm import Context
+from tcnlm_tf.generation import generate_ids
+from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.runs import Run
 
@@ -85,7 +90,8 @@ class ServingModule(tf.Module):
         # signature). The holder is a plain object, which tf.Module does not track.
         self._holder = _ModelHolder(run.model)
         self.model_variables = [v.value for v in run.model.variables]
-        self.topic_model = bool(getattr(run.model, "uses_bow", False))
+        self.topic_model = has_topics(run.model)
+        self.context_inputs = run.model.context_inputs
         self.document_mode = run.config.model.mode == "document"
         self.seq_len = run.config.data.seq_len
         self.max_bow = run.config.data.max_bow
@@ -96,9 +102,9 @@ class ServingModule(tf.Module):
         self.lm_table = _table(run.lm_vocab.words, UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)
+        self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
         if self.topic_model:
             self.num_topics = run.model.num_topics
-            self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
 
         self.score = tf.function(self._score, input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
@@ -133,10 +139,10 @@ class ServingModule(tf.Module):
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
 
     def context_rule(self) -> str:
-        """How the ``documents`` input is read: ``bag-of-words`` (topic models; in training
-        the document minus the sentence), ``preceding-text`` (document-mode LSTM) or
-        ``ignored``."""
-        if self.topic_model:
+        """How the ``documents`` input is read: ``bag-of-words`` (models with document-context
+        inputs; in training the document minus the sentence), ``preceding-text``
+        (document-mode LSTM) or ``ignored``."""
+        if self.context_inputs:
             return "bag-of-words"
         return "preceding-text" if self.document_mode else "ignored"
 
@@ -172,20 +178,23 @@ class ServingModule(tf.Module):
             with_eos.values, tf.repeat(document_of, with_eos.row_lengths()),
             nrows=tf.shape(documents, out_type=tf.int64)[0])
 
-    def _bow(self, documents: tf.Tensor) -> tf.Tensor:
-        """Topic-vocabulary ids of each document's words, first ``max_bow``: [B, M]."""
+    def _context_batch(self, documents: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The model's document-context fields for whole ``documents`` [B], made by the
+        training pipeline's builder from their topic-vocabulary ids."""
         ids = self.topic_table.lookup(tf.strings.split(tf.strings.regex_replace(
             documents, "\t", " ")))
-        ids = tf.ragged.boolean_mask(ids, ids > 0)[:, :self.max_bow]
-        return ids.to_tensor(default_value=0, shape=[None, self.max_bow])
+        ids = tf.ragged.boolean_mask(ids, ids > 0)
+        context = pipeline.whole_documents(ids.row_starts(), ids.row_limits())
+        return pipeline.context_fields(self.context_inputs, context,
+                                       pipeline.padded_ids(ids.flat_values), self.max_bow)
 
     def _context(self, documents: tf.Tensor) -> Context:
-        if not self.topic_model:
+        if not self.context_inputs:
             return Context()
-        return Context(topics=self._topics(documents))
+        return self.model.context(self._context_batch(documents), training=False)
 
     def _topics(self, documents: tf.Tensor) -> tf.Tensor:
-        return self.model.infer_topics(self._bow(documents), training=False)["topics"]
+        return self.model.infer_topics(self._context_batch(documents), training=False)
 
     # -------------------------------------------------------------- the LM itself
     def _streams(self, text: tf.Tensor, documents: tf.Tensor, end: bool
@@ -219,9 +228,7 @@ class ServingModule(tf.Module):
         windows = (length + self.seq_len - 1) // self.seq_len
         padded = tf.pad(inputs, [[0, 0], [0, windows * self.seq_len - length]])
         chunks = tf.reshape(padded, [batch * windows, self.seq_len])
-        chunk_context = context if context.topics is None else Context(
-            topics=tf.repeat(context.topics, windows, axis=0))
-        hidden = self.model.encode(chunks, chunk_context, training=False)[0]
+        hidden = self.model.encode(chunks, context.repeat(windows), training=False)[0]
         rest = tf.shape(hidden)[2:]
         hidden = tf.reshape(hidden, tf.concat([[batch, windows * self.seq_len], rest], 0))
         return hidden[:, :length]
@@ -267,38 +274,10 @@ class ServingModule(tf.Module):
     def _generate(self, topics: tf.Tensor | None, batch: tf.Tensor, seed: tf.Tensor,
                   temperature: tf.Tensor) -> dict[str, tf.Tensor]:
         """Sample (or, at temperature <= 0, take the argmax) word by word from ``<eos>``."""
-        context = Context(topics=topics)
-        banned = tf.reduce_any(tf.range(self.vocab_size)[:, None] == [PAD_ID, UNK_ID], axis=1)
-        greedy = temperature <= 0.0
-        scale = tf.where(greedy, 1.0, temperature)
-
-        def step(i, token, state, out, done):
-            hidden, state = self.model.encode(token[:, None], context, training=False,
-                                              state=state)
-            log_p = self.model.log_probs(hidden[:, -1], context)
-            log_p = tf.where(banned, -float("inf"), log_p)
-            sampled = tf.random.stateless_categorical(
-                log_p / scale, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]),
-                dtype=tf.int32)[:, 0]
-            nxt = tf.where(greedy, tf.argmax(log_p, axis=-1, output_type=tf.int32), sampled)
-            return i + 1, nxt, state, out.write(i, nxt), done | (nxt == EOS_ID)
-
-        def going(i, token, state, out, done):
-            # stop once every sentence has ended (after one step, so an empty batch stacks)
-            return (i < MAX_GENERATED_WORDS) & ((i == 0) | ~tf.reduce_all(done))
-
-        state = self.model.zero_state(batch)
-        start = tf.fill([batch], EOS_ID)
-        out = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
-        steps, _, _, out, _ = tf.while_loop(
-            going, step, (tf.constant(0), start, state, out, tf.zeros([batch], tf.bool)))
-        ids = tf.transpose(out.stack())                                  # [B, steps]
-        ids = tf.reshape(tf.pad(ids, [[0, 0], [0, MAX_GENERATED_WORDS - steps]],
-                                constant_values=EOS_ID), [-1, MAX_GENERATED_WORDS])  # [B, 40]
-        # a sentence ends at its first <eos>
-        ended = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) > 0
-        num_tokens = tf.reduce_sum(tf.cast(~ended, tf.int32), axis=1)
-        tokens = tf.where(ended, "", tf.gather(self.lm_words, ids))
-        words = tf.RaggedTensor.from_tensor(tokens, lengths=num_tokens)
+        context = Context() if topics is None else self.model.topic_context(topics)
+        out = generate_ids(self.model, context, batch, seed, temperature)
+        ended = tf.range(MAX_GENERATED_WORDS)[None, :] >= out["num_tokens"][:, None]
+        tokens = tf.where(ended, "", tf.gather(self.lm_words, out["ids"]))
+        words = tf.RaggedTensor.from_tensor(tokens, lengths=out["num_tokens"])
         return {"sentences": tf.strings.reduce_join(words, axis=1, separator=" "),
-                "tokens": tokens, "num_tokens": num_tokens}
+                "tokens": tokens, "num_tokens": out["num_tokens"]}

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tcnlm_tf.models.registry import MODELS
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,10 +28,22 @@ def shared_data_dir() -> Path:
 TINY = ["--synthetic", "train_docs=60", "--synthetic", "valid_docs=8", "--synthetic",
         "test_docs=8", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
         "--synthetic", "seed=5", "--hidden-size", "16", "--embedding-dim", "12",
-        "--num-topics", "4", "--ntm-hidden", "16,16", "--batch-size", "16", "--seq-len", "8",
+        "--batch-size", "16", "--seq-len", "8",
         "--epochs", "1", "--max-steps", "3", "--log-every", "100"]
-TINY_MODELS = {"lstm": ["--model", "lstm"], "tcnlm": ["--model", "tcnlm", "--num-factors", "8"],
-          "moe": ["--model", "moe"], "lstm-document": ["--model", "lstm", "--mode", "document"]}
+
+
+def tiny_models() -> dict[str, list[str]]:
+    """A tiny instance of every registered model, in every mode it trains in: the model's
+    own test flags (its registry entry) beside TINY. Keys: the model name, with
+    ``-<mode>`` for modes other than sentence."""
+    return {name + ("" if mode == "sentence" else f"-{mode}"):
+            ["--model", name, "--mode", mode, *spec.test_flags]
+            for name, spec in MODELS.items() for mode in spec.modes}
+
+
+TINY_MODELS = tiny_models()
+#: the registered models that have topics
+TOPIC_MODELS = [name for name, spec in MODELS.items() if spec.has_topics]
 
 
 @pytest.fixture(scope="session")

@@ -8,15 +8,10 @@ from tests.test_evaluate import TINY
 
 
 def tiny_args(root, *extra):
-    flags = [a for a in TINY if a not in ("--num-topics", "4")]  # T comes from --num-topics
+    # TCNLM's own flags go only to its row; T comes from the comparison's --num-topics
+    flags = TINY + ["--num-factors", "16", "--ntm-hidden", "32,32"]
     return ["--models", "lstm,tcnlm", "--num-topics", "4", "--runs-dir", str(root / "runs"),
             "--cache-dir", str(root / "cache"), "--name", "cmp", *extra, "--", *flags]
-
-
-def train_flags(root):
-    """The train.run flags that ``tiny_args(root)`` passes after ``--``."""
-    argv = tiny_args(root)
-    return argv[argv.index("--") + 1:]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +29,11 @@ def test_one_table_with_every_row_and_the_baselines(comparison):
         saved = json.loads((directory / row / "metrics.json").read_text())
         assert saved["test_perplexity"] == metrics["test_perplexity"]
         assert f"| {row} |" in table and f"{metrics['test_perplexity']:.2f}" in table
-    assert json.loads((directory / "tcnlm" / "config.json").read_text())["model"][
-        "num_topics"] == 4
+    tcnlm_model = json.loads((directory / "tcnlm" / "config.json").read_text())["model"]
+    assert tcnlm_model["options"]["num_topics"] == 4
+    assert tcnlm_model["options"]["num_factors"] == 16
+    assert json.loads((directory / "lstm" / "config.json").read_text())["model"][
+        "options"] == {}
     assert "oracle (true generator)" in table and "unigram" in table
     ratio = results["tcnlm"]["test_perplexity"] / results["lstm"]["test_perplexity"]
     assert f"| {ratio:.3f} |" in table
@@ -75,7 +73,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, fragment):
 
 def test_interrupted_row_is_resumed(tmp_path, capfd):
     from train.run import main as train
-    train(train_flags(tmp_path) + ["--model", "lstm", "--max-steps", "2", "--runs-dir",
+    train(TINY + ["--model", "lstm", "--max-steps", "2", "--runs-dir",
                    str(tmp_path / "runs" / "cmp"), "--run-name", "lstm",
                    "--cache-dir", str(tmp_path / "cache")])
     results = compare(tiny_args(tmp_path, "--models", "lstm"))

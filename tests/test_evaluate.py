@@ -1,4 +1,5 @@
-"""The evaluate commands on a tiny TCNLM trained on a small synthetic corpus."""
+"""The evaluate commands on a tiny instance of every topic model (TCNLM, the naive MoE,
+TDLM, ...: the registry's models with topics) trained on a small synthetic corpus."""
 import json
 
 import numpy as np
@@ -7,21 +8,29 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from tcnlm_tf.corpus import write_corpus_file
+from tcnlm_tf.models.registry import MODELS
+from tests.conftest import TOPIC_MODELS
 from train.run import main as train
 
 TINY = ["--synthetic", "train_docs=120", "--synthetic", "valid_docs=12", "--synthetic",
         "test_docs=12", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
-        "--hidden-size", "32", "--embedding-dim", "16", "--num-topics", "4",
-        "--num-factors", "16", "--ntm-hidden", "32,32", "--batch-size", "32", "--epochs", "2",
+        "--hidden-size", "32", "--embedding-dim", "16", "--batch-size", "32", "--epochs", "2",
         "--learning-rate", "0.005"]
+#: what each model logs to TensorBoard besides the LM loss
+MODEL_TAGS = {"tcnlm": {"train/ntm_reconstruction", "train/ntm_kl", "train/ntm_diversity"},
+              "moe": {"train/ntm_reconstruction", "train/ntm_kl", "train/ntm_diversity"},
+              "tdlm": {"train/topic_model_loss"}}
 
 
-@pytest.fixture(scope="module")
-def tcnlm_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("evaluate")
-    metrics = train(TINY + ["--model", "tcnlm", "--runs-dir", str(root / "runs"),
-                            "--cache-dir", str(root / "cache"), "--run-name", "tc"])
-    return root / "runs" / "tc", metrics, root
+@pytest.fixture(scope="module", params=TOPIC_MODELS)
+def tcnlm_run(request, tmp_path_factory):
+    """A tiny trained run of each topic model: (run directory, metrics, root, model name)."""
+    name = request.param
+    root = tmp_path_factory.mktemp(f"evaluate-{name}")
+    metrics = train(TINY + ["--model", name, *MODELS[name].test_flags, "--log-every", "5",
+                            "--runs-dir", str(root / "runs"), "--cache-dir", str(root / "cache"),
+                            "--run-name", "tc"])
+    return root / "runs" / "tc", metrics, root, name
 
 
 def run_args(tcnlm_run, *args):
@@ -36,10 +45,10 @@ def tensorboard_tags(run_dir, kind):
     return acc, set(acc.Tags()[kind])
 
 
-def test_tensorboard_has_the_elbo_terms_separately(tcnlm_run):
+def test_tensorboard_has_each_loss_term_separately(tcnlm_run):
     _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
-    assert {"train/loss", "train/perplexity", "train/ntm_reconstruction", "train/ntm_kl",
-            "train/ntm_diversity", "valid/perplexity"} <= tags
+    assert {"train/loss", "train/perplexity", "valid/perplexity"} | MODEL_TAGS[
+        tcnlm_run[3]] <= tags
 
 
 def test_perplexity_on_own_test_split_and_on_any_file(tcnlm_run, tmp_path):
@@ -53,13 +62,14 @@ def test_perplexity_on_own_test_split_and_on_any_file(tcnlm_run, tmp_path):
     write_corpus_file(text, documents)
     other = main(run_args(tcnlm_run, "--text-file", str(text)))
     assert other["predicted_tokens"] == 5 + 2 and np.isfinite(other["perplexity"])
-    assert source["model"]["model"] == "tcnlm"
+    assert source["model"]["model"] == tcnlm_run[3]
 
 
 def test_topics_written_and_in_tensorboard(tcnlm_run):
     from evaluate.topics import main
     topics = main(run_args(tcnlm_run, "--top-n", "6"))
-    assert len(topics) == 4 and all(len(t) == 6 and "<pad>" not in t for t in topics)
+    assert len(topics) == 4 and all(len(t) == 6 and not {"<pad>", "<eos>", "<unk>"} & set(t)
+                                    for t in topics)
     lines = (tcnlm_run[0] / "topics.txt").read_text().splitlines()
     assert lines[0] == "topic 0: " + " ".join(topics[0])
     _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
@@ -132,13 +142,12 @@ def test_generate_rejects_bad_topics(tcnlm_run, capsys, args, fragment):
 def test_topic_vector_conditions_generation(tcnlm_run):
     """Different one-hot topics change the next-word distribution (t enters the LM)."""
     from tcnlm_tf.evaluation import topic_vector
-    from tcnlm_tf.models.lstm import Context
     from tcnlm_tf.runs import load_run
     run = load_run(tcnlm_run[0])
     inputs = tf.constant([[2, 5, 7]])
     dists = []
     for k in range(2):
-        context = Context(topics=tf.constant(topic_vector(4, topic=k)[None]))
+        context = run.model.topic_context(tf.constant(topic_vector(4, topic=k)[None]))
         hidden, _ = run.model.encode(inputs, context)
         dists.append(run.model.log_probs(hidden, context).numpy())
     assert np.abs(dists[0] - dists[1]).max() > 1e-4
@@ -154,6 +163,8 @@ def test_recovery_reports_a_matched_cosine(tcnlm_run):
 
 
 def test_commands_refuse_a_plain_lstm_run(tcnlm_run, capsys):
+    if tcnlm_run[3] != TOPIC_MODELS[0]:
+        pytest.skip("checked once")
     from evaluate.topics import main
     root = tcnlm_run[2]
     train(TINY + ["--epochs", "1", "--runs-dir", str(root / "runs"), "--cache-dir",

@@ -11,7 +11,8 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tcnlm_tf.evaluation import corpus_nll, generate
-from tests.conftest import REPO_ROOT
+from tcnlm_tf.models.base import has_topics
+from tests.conftest import REPO_ROOT, TINY_MODELS, TOPIC_MODELS
 from tests.test_cli import assert_one_line_error
 from tcnlm_tf.runs import load_run
 from tcnlm_tf.serving import ServingModule
@@ -52,7 +53,7 @@ def calls_for(run, documents):
                         "documents": (docs, "string"), "k": (5, "int32")}),
     ]
     temperature = [(0.8, "float32"), (0.0, "float32")]
-    if run.config.model.model == "lstm":
+    if not has_topics(run.model):
         calls += [("generate", {"num_sentences": (3, "int32"), "seed": (7, "int64"),
                                 "temperature": t}) for t in temperature]
     else:
@@ -128,7 +129,7 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
                            loaded["tcnlm/3/infer_topics/topics"][1])
 
 
-@pytest.mark.parametrize("name", ["lstm", "tcnlm", "moe", "lstm-document"])
+@pytest.mark.parametrize("name", list(TINY_MODELS))
 def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     """evaluate.score sends each sentence of a file to the export's score signature with the
     context the pipeline builds in training (topic models: the rest of the document;
@@ -149,9 +150,10 @@ def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     assert json.loads((tmp_path / "score.json").read_text())["tokens"] == tokens
 
 
-def test_greedy_generation_matches_evaluate_generate(exports):
+@pytest.mark.parametrize("name", TOPIC_MODELS)
+def test_greedy_generation_matches_evaluate_generate(exports, name):
     _, out = exports
-    run = load_run(out["tcnlm"][0])
+    run = load_run(out[name][0])
     module = ServingModule(run)
     topics = np.eye(run.model.num_topics, dtype=np.float32)[:2]
     served = module.generate(tf.constant(topics), tf.constant(0, tf.int64), tf.constant(0.0))

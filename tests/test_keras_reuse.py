@@ -65,6 +65,41 @@ def _mixture_of_experts_cell():
     return keras.Model(x, keras.layers.RNN(layer)(x)), layer, _sequence_and_topics()[:1]
 
 
+def _document_ids():
+    ids = np.random.default_rng(1).integers(0, V, (B, 7))
+    ids[0, 4:] = 0
+    return [ids]
+
+
+def _document_convolution():
+    ids = keras.Input((7,), dtype="int32")
+    layer = layers.DocumentConvolution(V, embedding_dim=8, filter_widths=(2, 3), num_filters=4)
+    return keras.Model(ids, layer(ids)), layer, _document_ids()
+
+
+def _topic_attention():
+    d = keras.Input((8,))
+    layer = layers.TopicAttention(T, topic_dim=5)
+    return keras.Model(d, layer(d)), layer, [np.random.default_rng(1).normal(size=(B, 8))]
+
+
+def _convolutional_topic_model():
+    ids, tags = keras.Input((7,), dtype="int32"), keras.Input((2,), dtype="int32")
+    layer = layers.ConvolutionalTopicModel(V, V, T, embedding_dim=8, filter_widths=(2, 3),
+                                           num_filters=4, topic_dim=5, num_tags=3, tag_dim=2)
+    outputs = layer(ids, tags=tags)
+    tag_ids = np.random.default_rng(2).integers(0, 4, (B, 2))
+    return keras.Model([ids, tags], outputs["topic_vector"]), layer, _document_ids() + [tag_ids]
+
+
+def _topic_gate():
+    h, s = keras.Input((L, 7)), keras.Input((T,))
+    layer = layers.TopicGate(7)
+    rng = np.random.default_rng(1)
+    return keras.Model([h, s], layer([h, s])), layer, [rng.normal(size=(B, L, 7)),
+                                                       rng.normal(size=(B, T))]
+
+
 CASES = {
     layers.AdaptiveSoftmax: _adaptive_softmax,
     layers.BagOfWords: _bag_of_words,
@@ -73,13 +108,18 @@ CASES = {
     layers.TopicCompositionalLSTMCell: _topic_compositional_cell,
     layers.TopicState: _topic_state,
     layers.MixtureOfExpertsLSTMCell: _mixture_of_experts_cell,
+    layers.DocumentConvolution: _document_convolution,
+    layers.TopicAttention: _topic_attention,
+    layers.ConvolutionalTopicModel: _convolutional_topic_model,
+    layers.TopicGate: _topic_gate,
 }
 
 
 def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
-    for module in (layers.adaptive_softmax, layers.topic_lstm, layers.topic_model):
+    for module in (layers.adaptive_softmax, layers.topic_attention, layers.topic_lstm,
+                   layers.topic_model):
         for name, obj in vars(module).items():
             if (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
                     and obj.__module__ == module.__name__ and not name.startswith("_")):

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.models.lstm import Context, LSTMLanguageModel
+from tcnlm_tf.models.base import Context
+from tcnlm_tf.models.lstm import LSTMLanguageModel
+from tcnlm_tf.models.registry import MODELS
 
 V = 40
 
@@ -64,8 +66,10 @@ def test_tied_embeddings_share_the_input_matrix():
     m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, tie_embeddings=True)
     s = np.random.default_rng(2).integers(3, V, size=(2, 7))
     m(batch(s[:, :6], s[:, 1:]))
-    names = [v.path for v in m.trainable_variables]
-    assert not any("softmax" in n for n in names)
+    variables = m.trainable_variables
+    assert len({id(v) for v in variables}) == len(variables)   # the shared matrix once
+    # no output matrix of its own: the only vocabulary-sized weights are E and the bias
+    assert [tuple(v.shape) for v in variables if V in v.shape] == [(V, 8), (V,)]
     with tf.GradientTape() as tape:
         loss = -tf.reduce_sum(m(batch(s[:, :6], s[:, 1:])).target_log_probs)
     grad = tape.gradient(loss, m.embedding.embeddings)
@@ -74,20 +78,26 @@ def test_tied_embeddings_share_the_input_matrix():
     assert only_targets and np.abs(tf.convert_to_tensor(grad).numpy()[only_targets]).sum() > 0
 
 
-@pytest.mark.parametrize("name", ["lstm", "tcnlm", "moe"])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_checkpoint_keys_do_not_depend_on_models_built_before(name):
     """Checkpoints key variables by path, so a model must get the same paths however many
     models the process built before (an auto-numbered layer name would break load_run)."""
     from tcnlm_tf.checkpoints import variable_map
-    from tcnlm_tf.config import ModelConfig
+    from tcnlm_tf.config import ModelConfig, RunConfig
     from tcnlm_tf.models import build_model
+    from tcnlm_tf.vocab import UNK, Vocabulary
 
-    config = ModelConfig(model=name, hidden_size=8, embedding_dim=6, num_topics=3,
-                         num_factors=4, ntm_hidden_units=[8])
+    small = {"num_topics": 3, "num_factors": 4, "ntm_hidden_units": [8], "num_filters": 3,
+             "topic_dim": 5}
+    config = RunConfig(model=ModelConfig(
+        model=name, hidden_size=8, embedding_dim=6,
+        options={k: v for k, v in small.items() if k in MODELS[name].option_names}))
+    lm_vocab = Vocabulary(["<pad>", UNK, "<eos>"] + [f"w{i}" for i in range(V - 3)], unk=UNK)
+    topic_vocab = Vocabulary(["<pad>"] + [f"w{i}" for i in range(11)])
     ids = tf.constant([[2, 5, 7]])
     keys = []
     for _ in range(2):
-        m = build_model(config, lm_vocab_size=V, topic_vocab_size=12)
+        m = build_model(config, lm_vocab, topic_vocab)
         m({"inputs": ids, "targets": ids, "weights": tf.ones([1, 3]),
            "bow": tf.constant([[1, 2, 0]])})
         keys.append(sorted(variable_map(m.weights)))   # what model_checkpoint stores

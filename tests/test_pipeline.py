@@ -42,7 +42,7 @@ def test_sentence_examples_cut_long_sentences_and_predict_each_target_once():
 
 def test_bag_of_words_is_document_minus_sentence_capped():
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)
-    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, max_bow=2)
+    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",), max_bow=2)
     batch = next(iter(ds))
     bow = batch["bow"].numpy()
     t = TOPIC.id

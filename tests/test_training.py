@@ -9,6 +9,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import load_corpus
+from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
@@ -78,7 +79,8 @@ def test_tensorboard_reader_loads_the_scalars(sentence_run):
 @pytest.mark.parametrize("model", ["lstm", "tcnlm"])
 def test_resume_restores_optimizer_step_and_weights(workdir, model):
     args = SMALL_SYNTHETIC + SMALL_MODEL + common(workdir) + [
-        "--run-name", f"r-{model}", "--model", model, "--num-layers", "2", "--num-topics", "4"]
+        "--run-name", f"r-{model}", "--model", model, "--num-layers", "2",
+        *MODELS[model].test_flags]
     config = config_from_args(build_parser().parse_args(args))
     run_dir = workdir / "runs" / f"r-{model}"
     corpus = load_corpus(config.data, cache_dir=workdir / "cache")

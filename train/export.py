@@ -46,7 +46,7 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> Path:
-    p = argparse.ArgumentParser(
+    p = argparse.ArgumentParser(allow_abbrev=False,
         prog="python -m train.export", description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  python -m train.export --run runs/synthetic-tcnlm\n"

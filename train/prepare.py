@@ -24,7 +24,7 @@ examples:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(allow_abbrev=False,
         prog="python -m train.prepare",
         description=DESCRIPTION,
         epilog=EPILOG,

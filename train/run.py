@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.config import (DATASETS, MODEL_NAMES, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
+from tcnlm_tf.config import (DATASETS, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
                              RunConfig, TrainConfig, apply_preset, default_cache_dir,
                              default_data_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
 
 #: flags that may change when a run is resumed (the training budget); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes"}
@@ -32,16 +33,11 @@ TOPIC_MIN_DOCS = {"synthetic": 5}
 
 FIELDS = {
     "data": {f.name for f in dataclasses.fields(DataConfig)},
-    "model": {f.name for f in dataclasses.fields(ModelConfig)},
+    "model": {f.name for f in dataclasses.fields(ModelConfig)} - {"options"},
     "train": {f.name for f in dataclasses.fields(TrainConfig)},
 }
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+#: the model options (flags of the models' own settings), stored in ModelConfig.options
+OPTIONS = all_options()
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -59,7 +55,7 @@ def _key_value(text: str) -> tuple[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m train.run",
+        prog="python -m train.run", allow_abbrev=False,
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
@@ -90,12 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="synthetic-corpus setting, repeatable, e.g. --synthetic train_docs=500 "
                       "(fields of tcnlm_tf.synthetic.SyntheticConfig)")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=MODEL_NAMES,
-                       help="lstm: basic LSTM; tcnlm: Topic Compositional NLM; moe: naive "
-                       "mixture of LSTM experts (default: lstm)")
+    model.add_argument("--model", choices=list(MODELS),
+                       help="; ".join(f"{name}: {spec.summary}" for name, spec in MODELS.items())
+                       + " (default: lstm)")
     model.add_argument("--preset", choices=sorted(PRESETS),
-                       help="small: 1x600 LSTM, large: 2x900 (default: small; --model moe "
-                       "defaults to Table 6's 30 experts of 1x100)")
+                       help="small: 1x600 LSTM, large: 2x900 (default: small; a model may set "
+                       "its own sizes, e.g. --model moe: Table 6's 30 experts of 1x100)")
     model.add_argument("--mode", choices=MODES,
                        help="sentence: each sentence on its own (papers' protocol); document: "
                        "state carried across a document's sentences (default: sentence)")
@@ -106,24 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--tie-embeddings", action="store_true", default=None,
                        help="share input embedding and output weights (needs --softmax full)")
     model.add_argument("--softmax", choices=SOFTMAXES, help="output layer (default: adaptive)")
-    model.add_argument("--cutoffs", type=_int_list,
+    model.add_argument("--cutoffs", type=int_list,
                        help="adaptive-softmax cluster boundaries, e.g. 2000,10000 "
                        "(default: chosen from the vocabulary size)")
-    topic = parser.add_argument_group("topic-guided models (--model tcnlm, moe)")
-    topic.add_argument("--num-topics", type=int,
-                       help="topics T (tcnlm: 50; the papers use 50/100/150; moe: 30 as in Table 6)")
-    topic.add_argument("--num-factors", type=int,
-                       help="tcnlm factors per gate n_f (default: the hidden size)")
-    topic.add_argument("--ntm-hidden", dest="ntm_hidden_units", type=_int_list,
-                       help="topic-model encoder layer sizes (256,256)")
-    topic.add_argument("--diversity-weight", type=float,
-                       help="lambda of the topic diversity regulariser, eq. 18 (0.1)")
-    topic.add_argument("--topic-word-scale", type=float,
-                       help="the topic model's word logits are this times their weights, so "
-                       "Adam moves them this many times faster (30; 1 = plain)")
-    topic.add_argument("--topic-kernel-scale", type=float,
-                       help="tcnlm: W_b and U_b are this times their weights, so Adam moves "
-                       "them this many times faster (10; 1 = plain)")
+    own = parser.add_argument_group("model options (each applies to the models named)")
+    for option in OPTIONS.values():
+        users = models_with(option.name)
+        overrides = [f"{name}: {MODELS[name].defaults[option.name]}" for name in users
+                     if option.name in MODELS[name].defaults]
+        default = ", ".join([repr(option.default)] + overrides)
+        own.add_argument(option.option_string, dest=option.name, type=option.type,
+                         metavar=option.metavar,
+                         help=f"[{', '.join(users)}] {option.help} (default: {default})")
     train = parser.add_argument_group("training")
     train.add_argument("--batch-size", type=int, help="global batch size (64)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")
@@ -150,19 +140,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def explicit_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Config fields the user set on the command line (argparse defaults are None)."""
-    names = set().union(*FIELDS.values())
+    """Config fields and model options the user set on the command line (argparse defaults
+    are None)."""
+    names = set().union(*FIELDS.values(), OPTIONS)
     return {k: v for k, v in vars(args).items() if k in names and v is not None}
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """A fresh run's configuration: dataclass defaults, preset, then explicit flags."""
+    """A fresh run's configuration: dataclass defaults, preset, the model's own defaults,
+    then explicit flags. A model option given for a model that has no such option is an
+    error."""
     explicit = explicit_settings(args)
     config = RunConfig()
     for section, names in FIELDS.items():
         target = getattr(config, section)
         for name in names & explicit.keys():
             setattr(target, name, explicit[name])
+    spec = MODELS[config.model.model]
+    for name in OPTIONS.keys() & explicit.keys():
+        if name not in spec.option_names:
+            raise UserError(f"{OPTIONS[name].option_string} does not apply to --model "
+                            f"{spec.name}; it is an option of --model "
+                            f"{'/'.join(models_with(name))}")
+        config.model.options[name] = explicit[name]
     if args.synthetic:
         config.data.synthetic = dict(args.synthetic)
     if "topic_min_docs" not in explicit:
@@ -177,6 +177,7 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     explicit = explicit_settings(args)
     saved = {name: getattr(getattr(config, section), name)
              for section, names in FIELDS.items() for name in names}
+    saved.update({name: config.model.options.get(name) for name in OPTIONS})
     # repeating the run's own command with --resume is fine; changing a fixed setting is not
     if args.synthetic:
         explicit["synthetic"] = dict(args.synthetic)
@@ -266,8 +267,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trainer = Trainer(config, corpus, run_dir)
     if args.resume:
         trainer.resume()
+    else:
+        trainer.prepare()
     parameters = count_parameters(trainer.model)
-    print(f"model {config.model.model} ({config.model.mode} mode): "
+    print(f"model {config.model.model} ({config.model.mode} mode"
+          + "".join(f", {k} {v}" for k, v in sorted(config.model.options.items())) + "): "
           f"{parameters:,} parameters on "
           f"{trainer.num_replicas} replica(s)")
     reason = trainer.fit()
@@ -280,8 +284,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trainer.log_test_perplexity(test_ppl)
     unigram = baselines.unigram_perplexity(corpus, "test")
     oracle = baselines.oracle_perplexity(corpus, "test")
+    tasks = trainer.evaluate_tasks("test")
+    for name, value in tasks.items():
+        print(f"test {name}: {value:.4f}")
     metrics = trainer.write_metrics(stopped=reason, parameters=parameters,
                                     test_perplexity=test_ppl,
+                                    **({"test_tasks": tasks} if tasks else {}),
                                     test_tokens=int(test_tokens),
                                     baselines={"unigram": unigram, "oracle": oracle})
     print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",

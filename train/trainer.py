@@ -18,9 +18,15 @@ custom loop with ``strategy.run``:
   ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()``
   restores the latest one and continues from the same batch of the same epoch (the shuffle
   order of an epoch is a function of its number);
+* a model's further training tasks (:class:`~tcnlm_tf.models.base.Task`, e.g. TDLM's topic
+  model) each get their own batches and their own Adam optimiser; an epoch runs the batches
+  of every task in one random order (a function of the seed and the epoch, so a resumed epoch
+  continues the same order), each step normalised by its task's global count and all-reduced
+  like the language model's; ``max_steps`` counts language-model steps;
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
-  ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms under
-  ``train/<name>``, ``valid/perplexity`` and ``test/perplexity``.
+  ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms and each
+  task's loss (``train/<task>_loss``) under ``train/<name>``, ``valid/perplexity`` and
+  ``test/perplexity``.
 """
 from __future__ import annotations
 
@@ -39,7 +45,8 @@ from tcnlm_tf.checkpoints import model_checkpoint
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import Corpus
 from tcnlm_tf.metrics import perplexity
-from tcnlm_tf.models import LanguageModel, build_model
+from tcnlm_tf.models import build_model
+from tcnlm_tf.models.base import LanguageModel, Task
 from tcnlm_tf import pipeline
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -62,10 +69,11 @@ def _dense(grad, variable):
 class Progress:
     """A Keras progress bar on a terminal; in a log file, one line per tenth of the epoch."""
 
-    def __init__(self, total: int, log: Callable[[str], None]):
+    def __init__(self, total: int, log: Callable[[str], None], extra: list[str] = ()):
         self.total, self.log = total, log
-        self.bar = (keras.utils.Progbar(total, stateful_metrics=["ppl", "lr", "tokens_per_sec"],
-                                        unit_name="batch") if sys.stdout.isatty() else None)
+        self.bar = (keras.utils.Progbar(total, unit_name="batch",
+                                        stateful_metrics=["ppl", "lr", "tokens_per_sec", *extra])
+                    if sys.stdout.isatty() else None)
         self.every = max(1, total // 10)
 
     def update(self, done: int, **values: float) -> None:
@@ -92,9 +100,11 @@ class Trainer:
         keras.utils.set_random_seed(train.seed)
         self.examples = {}
         with self.strategy.scope():
-            self.model: LanguageModel = build_model(config.model, len(corpus.lm_vocab),
-                                                    len(corpus.topic_vocab))
+            self.model: LanguageModel = build_model(config, corpus.lm_vocab, corpus.topic_vocab)
+            self.tasks: list[Task] = self.model.tasks()
             self.optimizer = keras.optimizers.Adam(learning_rate=train.learning_rate)
+            self.task_optimizers = {task.name: keras.optimizers.Adam(train.learning_rate)
+                                    for task in self.tasks}
             self._build()
         # Loop bookkeeping lives on the host, outside the strategy (plain variables).
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -104,6 +114,7 @@ class Trainer:
         self.bad_epochs = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.checkpoint = model_checkpoint(
             self.model, optimizer=self.optimizer, epoch=self.epoch,
+            **{f"optimizer_{name}": opt for name, opt in self.task_optimizers.items()},
             batch_in_epoch=self.batch_in_epoch, learning_rate=self.learning_rate,
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
         self.manager = tf.train.CheckpointManager(
@@ -114,6 +125,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
+        self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
+                            for task in self.tasks}
 
     @property
     def step(self) -> int:
@@ -132,14 +145,24 @@ class Trainer:
         if not self.uses_state and split not in self.examples:
             self.examples[split] = pipeline.sentence_examples(arrays, data.seq_len)
         return pipeline.make_dataset(arrays, data.seq_len, batch_size, self.config.model.mode,
-                                     data.max_bow if self.model.uses_bow else None,
-                                     shuffle_seed, self.examples.get(split))
+                                     self.model.context_inputs, data.max_bow, shuffle_seed,
+                                     self.examples.get(split),
+                                     self.model.document_features(split, arrays))
 
     def _build(self) -> None:
-        """Create every variable (model and optimiser) so checkpoints can be restored."""
+        """Create every variable (model, tasks and optimisers) so checkpoints can be restored."""
         batch = next(iter(self.dataset("valid").take(1)))
         self.model(batch, training=False)
+        for task in self.tasks:
+            dataset = task.batches("train", self.corpus.splits["train"],
+                                   self.config.train.batch_size, None)
+            task.loss_terms(next(iter(dataset.take(1))), False)
+            self.task_optimizers[task.name].build(task.variables())
         self.optimizer.build(self.model.trainable_variables)
+
+    def prepare(self) -> None:
+        """The model's one-off work for a fresh run (:meth:`LanguageModel.prepare`)."""
+        self.model.prepare(self.corpus, self.run_dir, self.log)
 
     # ----------------------------------------------------------------- steps
     def _replica_train_step(self, batch, state):
@@ -157,6 +180,28 @@ class Trainer:
                 "examples": terms["examples"], "aux_loss": terms["aux_loss"],
                 "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
                 "state": terms["state"]}
+
+    def _task_step(self, task: Task) -> Callable:
+        """The distributed training step of a further task: its summed loss divided by the
+        global count, gradients all-reduced (and clipped when the task asks), its optimiser."""
+        optimizer = self.task_optimizers[task.name]
+
+        def replica_step(batch):
+            ctx = tf.distribute.get_replica_context()
+            variables = task.variables()
+            with tf.GradientTape() as tape:
+                terms = task.loss_terms(batch, True)
+                count = ctx.all_reduce(SUM, terms["count"])
+                loss = terms["loss_sum"] / tf.maximum(count, 1.0)
+            grads = ctx.all_reduce(SUM, [_dense(g, v) for g, v in
+                                         zip(tape.gradient(loss, variables), variables)])
+            if task.clip:
+                grads, _ = tf.clip_by_global_norm(grads, self.config.train.clip_norm)
+            optimizer.apply([g / self.num_replicas for g in grads], variables)
+            return {"loss_sum": terms["loss_sum"], "count": terms["count"],
+                    "metrics": terms.get("metrics", {})}
+
+        return lambda batch: self._reduce(self.strategy.run(replica_step, args=(batch,)))
 
     def _distributed_train_step(self, batch, state):
         out = self.strategy.run(self._replica_train_step, args=(batch, state))
@@ -190,6 +235,25 @@ class Trainer:
     def evaluate_perplexity(self, split: str) -> float:
         return perplexity(*self.evaluate(split))
 
+    def evaluate_tasks(self, split: str) -> dict[str, float]:
+        """Loss and metrics (per count) of the tasks that ask to be validated, on ``split``:
+        ``{"<task>_loss": ..., "<task>_<metric>": ...}`` (tasks without data there left out)."""
+        results = {}
+        for task in (t for t in self.tasks if t.validate):
+            dataset = task.batches(split, self.corpus.splits[split],
+                                   self.config.train.batch_size, None)
+            sums: dict[str, float] = {}
+            for batch in dataset:
+                terms = task.loss_terms(batch, False)
+                for name, value in [("loss", terms["loss_sum"]), ("count", terms["count"]),
+                                    *terms.get("metrics", {}).items()]:
+                    sums[name] = sums.get(name, 0.0) + float(value)
+            count = sums.pop("count", 0.0)
+            if count:
+                results.update({f"{task.name}_{name}": value / count
+                                for name, value in sums.items()})
+        return results
+
     # -------------------------------------------------------------- training
     def resume(self) -> bool:
         """Restore the latest checkpoint; False when the run has none."""
@@ -197,13 +261,18 @@ class Trainer:
         if latest is None:
             return False
         self.checkpoint.restore(latest).assert_consumed()
-        self.optimizer.learning_rate.assign(self.learning_rate)
+        self._set_learning_rate()
         metrics = self.run_dir / "metrics.json"
         if metrics.is_file():
             self.history = json.loads(metrics.read_text())["epochs"]
         self.log(f"resumed from {latest}: epoch {int(self.epoch) + 1}, batch "
                  f"{int(self.batch_in_epoch)}, step {self.step}")
         return True
+
+    def _set_learning_rate(self) -> None:
+        """Every optimiser follows the run's (decayed) learning rate."""
+        for optimizer in [self.optimizer, *self.task_optimizers.values()]:
+            optimizer.learning_rate.assign(self.learning_rate)
 
     def fit(self) -> str:
         """Train until ``epochs``, early stopping or ``max_steps``; returns why it stopped:
@@ -219,48 +288,90 @@ class Trainer:
                 return "early_stopping"
         return "epochs"
 
+    def _epoch_plan(self, epoch: int) -> tuple[list[tf.data.Dataset], np.ndarray]:
+        """The epoch's datasets (the language model's first, then each task's) and the order
+        of their batches: index k of ``order`` says which dataset gives batch k. Batches of
+        ``"shuffled"`` tasks are shuffled among the language model's; ``"after"`` tasks follow."""
+        train, arrays = self.config.train, self.corpus.splits["train"]
+        seed = train.seed * 1000 + epoch
+        datasets = [self.dataset("train", shuffle_seed=seed)]
+        datasets += [task.batches("train", arrays, train.batch_size, seed + 1 + k)
+                     for k, task in enumerate(self.tasks)]
+        counts = [int(d.cardinality()) for d in datasets]
+        shuffled = [np.full(counts[0], 0)] + [np.full(counts[k + 1], k + 1)
+                                              for k, t in enumerate(self.tasks)
+                                              if t.order == "shuffled"]
+        order = np.concatenate(shuffled)
+        if self.tasks:
+            order = np.random.default_rng(seed).permutation(order)
+        after = [np.full(counts[k + 1], k + 1) for k, t in enumerate(self.tasks)
+                 if t.order == "after"]
+        return datasets, np.concatenate([order] + after).astype(np.int64)
+
     def _train_epoch(self) -> bool:
         """One (possibly resumed) epoch; False when ``max_steps`` interrupted it."""
         train = self.config.train
         epoch = int(self.epoch)
-        dataset = self.dataset("train", shuffle_seed=train.seed * 1000 + epoch)
-        num_batches = int(dataset.cardinality())
+        datasets, order = self._epoch_plan(epoch)
+        num_batches = len(order)
         skip = int(self.batch_in_epoch)
-        dist = self.strategy.experimental_distribute_dataset(dataset.skip(skip))
-        progress = Progress(num_batches, self.log)
-        self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches)")
+        done = np.bincount(order[:skip], minlength=len(datasets))
+        iterators = [iter(self.strategy.experimental_distribute_dataset(d.skip(int(n))))
+                     for d, n in zip(datasets, done)]
+        progress = Progress(num_batches, self.log, [f"{t.name}_loss" for t in self.tasks])
+        self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches"
+                 + "".join(f", {int((order == k + 1).sum())} of them {task.name}"
+                           for k, task in enumerate(self.tasks)) + ")")
         window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter()}
+        task_sums = {task.name: [0.0, 0.0] for task in self.tasks}   # loss, count: window
+        task_epoch = {task.name: [0.0, 0.0] for task in self.tasks}
         epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
-        state = None
+        state, shown = None, {}
         last_checkpoint = time.monotonic()
-        for index, batch in enumerate(dist, start=skip):
+        for index in range(skip, num_batches):
+            source = int(order[index])
+            batch = next(iterators[source])
+            self.batch_in_epoch.assign(index + 1)
+            if source:
+                task = self.tasks[source - 1]
+                out = self._task_steps[task.name](batch)
+                for totals in (task_sums[task.name], task_epoch[task.name]):
+                    totals[0] += float(out["loss_sum"])
+                    totals[1] += float(out["count"])
+                shown[f"{task.name}_loss"] = (task_epoch[task.name][0]
+                                              / max(task_epoch[task.name][1], 1.0))
+                progress.update(index + 1, **shown)
+                continue
             sums, new_state = self._train_step(batch, state)
             state = new_state if self.uses_state else None
             step = self.step
-            self.batch_in_epoch.assign(index + 1)
             nll, tokens = float(sums["nll_sum"]), float(sums["tokens"])
             epoch_nll += nll
             epoch_tokens += tokens
             window["nll"] += nll
             window["tokens"] += tokens
-            progress.update(index + 1, loss=nll / max(tokens, 1.0),
-                            ppl=perplexity(epoch_nll, max(epoch_tokens, 1.0)),
-                            lr=float(self.learning_rate),
-                            tokens_per_sec=epoch_tokens / (time.perf_counter() - epoch_start))
+            shown.update(loss=nll / max(tokens, 1.0),
+                         ppl=perplexity(epoch_nll, max(epoch_tokens, 1.0)),
+                         lr=float(self.learning_rate),
+                         tokens_per_sec=epoch_tokens / (time.perf_counter() - epoch_start))
+            progress.update(index + 1, **shown)
             if step % train.log_every == 0:
-                self._log_train_window(step, window, sums)
+                self._log_train_window(step, window, sums, task_sums)
             if train.max_steps is not None and step >= train.max_steps:
                 return False
             if (train.checkpoint_minutes
                     and time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes):
                 self.manager.save(checkpoint_number=step)
                 last_checkpoint = time.monotonic()
+        elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
-                              "seconds": time.perf_counter() - epoch_start,
-                              "tokens_per_sec": epoch_tokens / (time.perf_counter() - epoch_start)}
+                              "seconds": elapsed, "tokens_per_sec": epoch_tokens / elapsed,
+                              **{f"{name}_loss": loss / max(count, 1.0)
+                                 for name, (loss, count) in task_epoch.items()}}
         return True
 
-    def _log_train_window(self, step: int, window: dict, sums: dict) -> None:
+    def _log_train_window(self, step: int, window: dict, sums: dict,
+                          task_sums: dict[str, list[float]]) -> None:
         elapsed = time.perf_counter() - window["start"]
         loss = window["nll"] / max(window["tokens"], 1.0)
         with self.writer.as_default(step=step):
@@ -272,6 +383,10 @@ class Trainer:
             examples = max(float(sums["examples"]), 1.0)
             for name, value in sums["aux_metrics"].items():
                 tf.summary.scalar(f"train/{name}", float(value) / examples)
+            for name, totals in task_sums.items():
+                if totals[1]:
+                    tf.summary.scalar(f"train/{name}_loss", totals[0] / totals[1])
+                totals[:] = [0.0, 0.0]
         window.update(nll=0.0, tokens=0.0, start=time.perf_counter())
 
     def _end_epoch(self) -> bool:
@@ -279,9 +394,12 @@ class Trainer:
         train = self.config.train
         epoch = int(self.epoch) + 1
         valid_ppl = self.evaluate_perplexity("valid")
+        valid_tasks = self.evaluate_tasks("valid")
         step = self.step
         with self.writer.as_default(step=step):
             tf.summary.scalar("valid/perplexity", valid_ppl)
+            for name, value in valid_tasks.items():
+                tf.summary.scalar(f"valid/{name}", value)
         self.writer.flush()
         improved = valid_ppl < float(self.best_valid)
         if improved:
@@ -291,14 +409,17 @@ class Trainer:
         else:
             self.bad_epochs.assign_add(1)
             self.learning_rate.assign(self.learning_rate * train.lr_decay)
-            self.optimizer.learning_rate.assign(self.learning_rate)
+            self._set_learning_rate()
         self.history.append({"epoch": epoch, "step": step, "valid_perplexity": valid_ppl,
-                             "learning_rate": float(self.learning_rate), **self.epoch_summary})
+                             "learning_rate": float(self.learning_rate), **self.epoch_summary,
+                             **{f"valid_{name}": value for name, value in valid_tasks.items()}})
         self.epoch.assign(epoch)
         self.batch_in_epoch.assign(0)
         self.manager.save(checkpoint_number=step)
         self.write_metrics()
-        self.log(f"epoch {epoch}: train loss {self.epoch_summary['train_loss']:.4f}, "
+        tasks = "".join(f", {task.name} loss {self.epoch_summary[task.name + '_loss']:.4f}"
+                        for task in self.tasks)
+        self.log(f"epoch {epoch}: train loss {self.epoch_summary['train_loss']:.4f}{tasks}, "
                  f"valid perplexity {valid_ppl:.2f}{' (best)' if improved else ''}, "
                  f"{self.epoch_summary['tokens_per_sec']:.0f} tokens/s")
         stop = int(self.bad_epochs) >= train.patience

@@ -3,16 +3,36 @@
 A model is a ``keras.Model`` whose ``call(batch, training, state)`` takes a batch dict (see
 :mod:`tcnlm_tf.pipeline`) and returns a :class:`ModelOutput`: the log-probability of every
 target, the state to carry to the next batch (document mode) and any auxiliary loss. The
-training loop, the evaluators and the perplexity computation only ever see this contract,
-so a new model (TCNLM, TDLM, ...) is a subclass that says how the topic enters the LM.
+training loop, the evaluators, serving and the perplexity computation only ever see this
+contract, so a new model is one subclass plus a registry entry
+(:mod:`tcnlm_tf.models.registry`). What a subclass can tell the generic code:
+
+* ``create(config, lm_vocab, topic_vocab)``: build itself from a run's configuration;
+* ``context_inputs``: which document-context fields its batches need (``"bow"``: the
+  topic-vocabulary ids of the document minus the sentence; see :mod:`tcnlm_tf.pipeline`);
+* ``document_features(split, arrays)``: per-document side inputs of a split (TDLM's tags),
+  added to each example's batch row;
+* ``context(batch)``: what it derives from them, as an open :class:`Context`;
+* ``prepare(corpus, run_dir, log)``: one-off work on a fresh run (pre-trained embeddings,
+  fitting a model on the corpus, writing files to the run directory);
+* ``tasks()``: further training tasks with their own batches and optimiser (:class:`Task`);
+* :class:`TopicModel`: the interface of models that have topics.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 import keras
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.data import Corpus, SplitArrays
+    from tcnlm_tf.vocab import Vocabulary
 
 
 @dataclasses.dataclass
@@ -30,16 +50,85 @@ class ModelOutput:
     aux_metrics: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
 
 
-class LanguageModel(keras.Model):
-    """Base class: subclasses implement ``call`` and set the class attributes below."""
+@dataclasses.dataclass
+class Context:
+    """What a model derives from a batch's document context before running the LM.
 
-    #: the batch must contain ``bow`` (document-minus-sentence context)
-    uses_bow: bool = False
+    ``tensors``: named tensors with one row per example ([B, ...]; e.g. TCNLM's topic
+    proportions ``topics``, TDLM's topic vector ``topic_vector``), whatever the model needs;
+    the generic code never looks inside, it only repeats rows (:meth:`repeat`). ``aux_loss``
+    and ``aux_metrics`` as in :class:`ModelOutput`."""
+
+    tensors: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
+    aux_loss: tf.Tensor | float = 0.0
+    aux_metrics: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> tf.Tensor:
+        return self.tensors[name]
+
+    def repeat(self, times: tf.Tensor | int) -> "Context":
+        """Each row repeated ``times`` times in place (rows of example i, then of i+1 ...)."""
+        return Context({k: tf.repeat(v, times, axis=0) for k, v in self.tensors.items()})
+
+
+@dataclasses.dataclass
+class Task:
+    """A training task a model runs beside language modelling, with its own optimiser
+    (e.g. TDLM's topic model, Lau et al. 2017 Sec. 3.3).
+
+    ``batches(split, arrays, batch_size, shuffle_seed)``: a ``tf.data.Dataset`` of batch
+    dicts for the split named ``split`` with :class:`~tcnlm_tf.data.SplitArrays` ``arrays``
+    (shuffled by the seed, one order per seed);
+    ``loss_terms(batch, training)``: ``{"loss_sum": summed loss, "count": how many items it
+    sums over, "metrics": {name: sums}}`` for one per-replica batch (the loop divides by the
+    global count); ``variables()``: what its optimiser updates; ``order``: ``"shuffled"``
+    (its batches are shuffled among the language model's in one random order per epoch) or
+    ``"after"`` (they follow the epoch's other batches); ``clip``: clip its gradients to the
+    run's global norm, as the language model's are; ``validate``: also run it on the
+    validation split after each epoch and log its loss and metrics (each per count, e.g. a
+    classifier's ``correct`` as accuracy)."""
+
+    name: str
+    batches: Callable[[str, "SplitArrays", int, int | None], tf.data.Dataset]
+    loss_terms: Callable[[dict[str, tf.Tensor], bool], dict[str, Any]]
+    variables: Callable[[], list]
+    order: str = "shuffled"
+    clip: bool = False
+    validate: bool = False
+
+
+class LanguageModel(keras.Model):
+    """Base class: subclasses implement ``create`` and ``call`` and, where they need them,
+    the hooks below."""
+
+    #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
+    context_inputs: tuple[str, ...] = ()
+
+    @classmethod
+    def create(cls, config: "RunConfig", lm_vocab: "Vocabulary",
+               topic_vocab: "Vocabulary") -> "LanguageModel":
+        """A fresh, unbuilt model for a run's configuration and vocabularies."""
+        raise NotImplementedError
 
     def build(self, input_shape: Any) -> None:
         """Nothing to create up front: each sub-layer builds itself on the first call.
         (Without this Keras tries a symbolic trace of ``call`` on the batch dict first.)"""
         self.built = True
+
+    def prepare(self, corpus: "Corpus", run_dir: Path, log: Callable[[str], None]) -> None:
+        """One-off work for a fresh run, after the variables exist and before training
+        (nothing by default). Whatever it sets must live in the model's weights or files in
+        ``run_dir``: a resumed or reloaded run does not call it again."""
+
+    def document_features(self, split: str | None, arrays: "SplitArrays"
+                          ) -> dict[str, "np.ndarray"]:
+        """Per-document inputs {name: [D, ...]} of the corpus split ``split`` (None: a text
+        file that is no split of the run's corpus); none by default."""
+        return {}
+
+    def tasks(self) -> list[Task]:
+        """Training tasks besides language modelling (none by default)."""
+        return []
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None) -> ModelOutput:
@@ -62,3 +151,33 @@ class LanguageModel(keras.Model):
             "aux_metrics": out.aux_metrics,
             "state": out.state,
         }
+
+
+class TopicModel:
+    """The interface of a language model with topics (mixed into its class).
+
+    ``num_topics`` T; :meth:`infer_topics` a document's topic distribution from the batch's
+    context fields; :meth:`topic_word` every topic as a distribution over the words of
+    ``topic_vocabulary`` (``"topic"``: the topic-model vocabulary, ``"lm"``: the LM
+    vocabulary); :meth:`topic_context` the context that conditions the LM on a given topic
+    vector (a one-hot row for one topic, as both papers generate from a topic)."""
+
+    num_topics: int
+    topic_vocabulary: str = "topic"
+
+    def infer_topics(self, batch: dict[str, tf.Tensor], training: bool = False,
+                     sample: bool | None = None) -> tf.Tensor:
+        """Topic proportions [B, T] of the documents in ``batch`` (its context fields)."""
+        raise NotImplementedError
+
+    def topic_word(self) -> tf.Tensor:
+        """Word distributions of the topics: [T, size of ``topic_vocabulary``]."""
+        raise NotImplementedError
+
+    def topic_context(self, topics: tf.Tensor) -> Context:
+        """The context for topic proportions ``topics`` [B, T]."""
+        raise NotImplementedError
+
+
+def has_topics(model: Any) -> bool:
+    return isinstance(model, TopicModel)

@@ -2,11 +2,12 @@
 
 :class:`RecurrentLanguageModel` is embedding (``embedding_dim``) -> dropout ->
 ``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers) -> an
-output distribution over the vocabulary: adaptive softmax (Grave et al. 2016) by default, a
-full softmax, or a full softmax whose weights are the input embedding (tied; with a linear
-projection when hidden and embedding sizes differ). Subclasses change only how the document
-context enters (:meth:`~RecurrentLanguageModel.context`, :meth:`~RecurrentLanguageModel.make_layer`,
-:meth:`~RecurrentLanguageModel.run_layer` and, for output mixtures, the output methods).
+output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`):
+adaptive softmax (Grave et al. 2016) by default, a full softmax, or a full softmax whose
+weights are the input embedding (:class:`TiedSoftmax`). Subclasses change only how the
+document context enters (:meth:`~RecurrentLanguageModel.context`,
+:meth:`~RecurrentLanguageModel.make_layer`, :meth:`~RecurrentLanguageModel.run_layer`), the
+output layer, and, for output mixtures, the output methods.
 
 :class:`LSTMLanguageModel` is the papers' basic-LSTM baseline (Wang et al. 2018 Table 2).
 In ``sentence`` mode every sequence starts from a zero state; in ``document`` mode the
@@ -15,25 +16,48 @@ zeroes it for lanes that start a new document.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 import keras
 import tensorflow as tf
 
-from layers.adaptive_softmax import AdaptiveSoftmax
-from tcnlm_tf.models.base import LanguageModel, ModelOutput
+from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
 
 
-@dataclasses.dataclass
-class Context:
-    """What a model derives from a batch's document context before running the LM:
-    ``topics`` [B, T] (None for plain LMs), the auxiliary loss (a sum over examples) and
-    named metric sums (see :class:`~tcnlm_tf.models.base.ModelOutput`)."""
+def output_cutoffs(config, vocab_size: int) -> tuple[int, ...]:
+    """Adaptive-softmax cutoffs of a ``ModelConfig``: the configured ones, the default rule,
+    or () for a full softmax."""
+    if config.softmax == "full":
+        return ()
+    return tuple(config.cutoffs) if config.cutoffs else default_cutoffs(vocab_size)
 
-    topics: tf.Tensor | None = None
-    aux_loss: tf.Tensor | float = 0.0
-    aux_metrics: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
+
+class TiedSoftmax(keras.layers.Layer):
+    """A full softmax whose word vectors are the input embedding (tied weights): logits =
+    P(h) E^T + b, with P a linear projection when the hidden and embedding sizes differ.
+    Shapes: hidden [..., H] -> log-probabilities [..., V]."""
+
+    def __init__(self, embedding: keras.layers.Embedding, hidden_size: int, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = embedding
+        vocab_size, embedding_dim = embedding.input_dim, embedding.output_dim
+        self.projection = (keras.layers.Dense(embedding_dim, use_bias=False,
+                                              name="tied_projection")
+                           if hidden_size != embedding_dim else None)
+        self.output_bias = self.add_weight(name="output_bias", shape=(vocab_size,),
+                                           initializer="zeros")
+
+    def logits(self, hidden: tf.Tensor) -> tf.Tensor:
+        x = self.projection(hidden) if self.projection is not None else hidden
+        return tf.matmul(x, self.embedding.embeddings, transpose_b=True) + self.output_bias
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        return tf.nn.log_softmax(self.logits(hidden), axis=-1)
+
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
+                                                               logits=self.logits(hidden))
 
 
 class RecurrentLanguageModel(LanguageModel):
@@ -52,16 +76,24 @@ class RecurrentLanguageModel(LanguageModel):
         self.input_dropout = keras.layers.Dropout(dropout)
         self.rnns = [self.make_layer(i) for i in range(num_layers)]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
-        if tie_embeddings:
-            self.tied_projection = (keras.layers.Dense(embedding_dim, use_bias=False,
-                                                       name="tied_projection")
-                                    if self.output_size != embedding_dim else None)
-            self.output_bias = self.add_weight(name="output_bias", shape=(vocab_size,),
-                                               initializer="zeros")
-        else:
-            self.softmax = AdaptiveSoftmax(vocab_size, cutoffs, name="softmax")
+        self.softmax = self.make_output_layer(cutoffs)
+
+    @classmethod
+    def lm_arguments(cls, config, lm_vocab) -> dict[str, Any]:
+        """The constructor arguments of the recurrent skeleton from a run's configuration."""
+        m = config.model
+        return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
+                    hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
+                    cutoffs=output_cutoffs(m, len(lm_vocab)), tie_embeddings=m.tie_embeddings)
 
     # ---------------------------------------------------------- subclass hooks
+    def make_output_layer(self, cutoffs: Sequence[int]) -> keras.layers.Layer:
+        """The output distribution: a layer mapping hidden [..., output_size] to
+        log-probabilities [..., V], with ``target_log_prob(hidden, targets)``."""
+        if self.tie_embeddings:
+            return TiedSoftmax(self.embedding, self.output_size, name="tied_softmax")
+        return AdaptiveSoftmax(self.vocab_size, cutoffs, name="softmax")
+
     @property
     def state_size(self) -> int:
         """Size of each of h and c of every layer."""
@@ -110,20 +142,11 @@ class RecurrentLanguageModel(LanguageModel):
 
     def log_probs(self, hidden: tf.Tensor, context: Context) -> tf.Tensor:
         """Full next-word log-probabilities: hidden [..., H] -> [..., vocab_size] (sum to 1)."""
-        if self.tie_embeddings:
-            return tf.nn.log_softmax(self._tied_logits(hidden), axis=-1)
         return self.softmax(hidden)
 
     def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor, context: Context) -> tf.Tensor:
         """log p(target) [...] from hidden [..., H] (efficient for the adaptive softmax)."""
-        if self.tie_embeddings:
-            return -tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=targets, logits=self._tied_logits(hidden))
         return self.softmax.target_log_prob(hidden, targets)
-
-    def _tied_logits(self, hidden: tf.Tensor) -> tf.Tensor:
-        x = self.tied_projection(hidden) if self.tied_projection is not None else hidden
-        return tf.matmul(x, self.embedding.embeddings, transpose_b=True) + self.output_bias
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None) -> ModelOutput:
@@ -138,3 +161,7 @@ class RecurrentLanguageModel(LanguageModel):
 class LSTMLanguageModel(RecurrentLanguageModel):
     """The basic-LSTM baseline: :class:`RecurrentLanguageModel` with Keras LSTM layers and no
     document context."""
+
+    @classmethod
+    def create(cls, config, lm_vocab, topic_vocab) -> "LSTMLanguageModel":
+        return cls(**cls.lm_arguments(config, lm_vocab), name="lstm_lm")

@@ -25,13 +25,24 @@ import tensorflow as tf
 
 from layers.topic_lstm import MixtureOfExpertsLSTMCell, TopicCompositionalLSTM
 from layers.topic_model import BagOfWords, NeuralTopicModel
-from tcnlm_tf.models.lstm import Context, RecurrentLanguageModel
+from tcnlm_tf.models.base import Context, TopicModel
+from tcnlm_tf.models.lstm import RecurrentLanguageModel
 
 
-class TopicGuidedLanguageModel(RecurrentLanguageModel):
-    """A :class:`RecurrentLanguageModel` whose :meth:`context` is the neural topic model."""
+class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
+    """A :class:`RecurrentLanguageModel` whose :meth:`context` is the neural topic model:
+    ``Context["topics"]`` holds t [B, T]."""
 
-    uses_bow = True
+    context_inputs = ("bow",)
+
+    @classmethod
+    def create(cls, config, lm_vocab, topic_vocab, **extra):
+        m = config.model
+        return cls(topic_vocab_size=len(topic_vocab), num_topics=m.option("num_topics"),
+                   ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
+                   diversity_weight=m.option("diversity_weight"),
+                   topic_word_scale=m.option("topic_word_scale"),
+                   name=m.model, **cls.lm_arguments(config, lm_vocab), **extra)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
@@ -43,14 +54,23 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel):
                                     diversity_weight=diversity_weight,
                                     topic_word_scale=topic_word_scale, name="ntm")
 
-    def infer_topics(self, bow: tf.Tensor, training: bool = False,
-                     sample: bool | None = None) -> dict[str, tf.Tensor]:
-        """The topic model's outputs for document-context ids ``bow`` [B, M]: ``topics``
-        [B, T] and the rest of :meth:`NeuralTopicModel.call`'s dict."""
-        return self.ntm(self.bag_of_words(bow), training=training, sample=sample)
+    def _ntm(self, batch, training=False, sample=None) -> dict[str, tf.Tensor]:
+        """The topic model's outputs (:meth:`NeuralTopicModel.call`) for ``batch["bow"]``."""
+        return self.ntm(self.bag_of_words(batch["bow"]), training=training, sample=sample)
+
+    def infer_topics(self, batch, training=False, sample=None) -> tf.Tensor:
+        """t [B, T]: the posterior mean at evaluation, a sample with ``sample=True``."""
+        return self._ntm(batch, training, sample)["topics"]
+
+    def topic_word(self) -> tf.Tensor:
+        """beta [T, topic vocabulary] (eq. 6)."""
+        return self.ntm.topic_word()
+
+    def topic_context(self, topics: tf.Tensor) -> Context:
+        return Context({"topics": topics})
 
     def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
-        ntm = self.infer_topics(batch["bow"], training=training)
+        ntm = self._ntm(batch, training=training)
         examples = tf.cast(tf.shape(batch["bow"])[0], tf.float32)
         diversity = self.ntm.diversity()
         # -(E_q log p(d|t) - KL) summed over the batch, and -lambda R once per example so R
@@ -60,7 +80,7 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel):
         metrics = {"ntm_reconstruction": tf.reduce_sum(ntm["reconstruction"]),
                    "ntm_kl": tf.reduce_sum(ntm["kl"]),
                    "ntm_diversity": diversity * examples}
-        return Context(topics=ntm["topics"], aux_loss=aux_loss, aux_metrics=metrics)
+        return Context({"topics": ntm["topics"]}, aux_loss=aux_loss, aux_metrics=metrics)
 
 
 class TCNLM(TopicGuidedLanguageModel):
@@ -75,6 +95,13 @@ class TCNLM(TopicGuidedLanguageModel):
         self.topic_kernel_scale = topic_kernel_scale
         super().__init__(vocab_size, topic_vocab_size, **kwargs)
 
+    @classmethod
+    def create(cls, config, lm_vocab, topic_vocab, **extra):
+        m = config.model
+        return super().create(config, lm_vocab, topic_vocab,
+                              num_factors=m.option("num_factors") or m.hidden_size,
+                              topic_kernel_scale=m.option("topic_kernel_scale"))
+
     def make_layer(self, index: int) -> keras.layers.Layer:
         return TopicCompositionalLSTM(self.hidden_size, self.num_factors, self.num_topics,
                                       return_sequences=True, return_state=True,
@@ -82,7 +109,7 @@ class TCNLM(TopicGuidedLanguageModel):
                                       name=f"tc_lstm_{index}")
 
     def run_layer(self, layer, x, context, state, training):
-        return layer([x, context.topics], initial_state=state, training=training)
+        return layer([x, context["topics"]], initial_state=state, training=training)
 
 
 class NaiveMoE(TopicGuidedLanguageModel):
@@ -110,7 +137,7 @@ class NaiveMoE(TopicGuidedLanguageModel):
 
     def _log_topics(self, context: Context, like: tf.Tensor) -> tf.Tensor:
         """log t broadcast to ``like``'s leading dims: [B, T] -> [B, 1.., T]."""
-        log_t = tf.math.log(tf.maximum(context.topics, 1e-30))
+        log_t = tf.math.log(tf.maximum(context["topics"], 1e-30))
         extra = len(like.shape) - 2
         return tf.reshape(log_t, tf.concat([tf.shape(log_t)[:1], [1] * extra,
                                             tf.shape(log_t)[1:]], 0))

@@ -1,0 +1,199 @@
+"""The model registry: one :class:`ModelSpec` per ``--model`` choice.
+
+A spec says everything the generic parts of the project need to know about a model without
+building it: its class (imported only when a model is built), its own options (each becomes
+a ``train.run`` flag and a key of ``ModelConfig.options``), the sizes and option values it
+uses instead of the preset's, the modes it trains in, whether it has topics, its rows in
+``evaluate.compare`` and the flags that make a tiny instance for the test suite. The name
+lists, flags, compare rows and test parameters are all derived from :data:`MODELS`.
+
+This module is pure Python (no TensorFlow), so command-line parsing and validation stay fast.
+Adding a model: write ``tcnlm_tf/models/<name>.py`` (a subclass of
+:class:`~tcnlm_tf.models.base.LanguageModel`), put its layers under ``layers/``, and add one
+:class:`ModelSpec` to :data:`MODELS` below.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable, Mapping
+
+from tcnlm_tf.errors import UserError
+
+
+def int_list(text: str) -> list[int]:
+    """'256,256' -> [256, 256] (an argparse type)."""
+    import argparse
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A model-specific setting: the ``train.run`` flag ``--<name with dashes>`` (or
+    ``flag``), stored as ``ModelConfig.options[name]``. ``valid(value)`` says whether a value
+    is allowed; ``requirement`` completes the error message (``--flag <requirement>``)."""
+
+    name: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+    valid: Callable[[Any], bool] = lambda value: True
+    requirement: str = ""
+    flag: str | None = None
+    metavar: str | None = None
+
+    @property
+    def option_string(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> None:
+        if not self.valid(value):
+            raise UserError(f"{self.option_string} {self.requirement} (got {value!r})")
+
+
+def _positive(value) -> bool:
+    return value is not None and value > 0
+
+
+def _positive_or_none(value) -> bool:
+    return value is None or value > 0
+
+
+def _positive_list(value) -> bool:
+    return bool(value) and all(v > 0 for v in value)
+
+
+# Options several models share are defined once, so one flag means one thing everywhere.
+NUM_TOPICS = Option("num_topics", int, 50, "topics T (the papers use 50/100/150)",
+                    _positive, "must be a positive integer")
+NTM_HIDDEN = Option("ntm_hidden_units", int_list, [256, 256],
+                    "neural-topic-model encoder layer sizes", _positive_list,
+                    "sizes must be positive integers", flag="--ntm-hidden", metavar="N,N")
+DIVERSITY = Option("diversity_weight", float, 0.1,
+                   "lambda of the topic diversity regulariser, eq. 18 of Wang et al.",
+                   lambda v: v >= 0, "must be >= 0")
+TOPIC_WORD_SCALE = Option("topic_word_scale", float, 30.0,
+                          "the topic model's word logits are this times their weights, so Adam "
+                          "moves them this many times faster (1 = plain)", _positive,
+                          "must be positive")
+NTM_OPTIONS = (NUM_TOPICS, NTM_HIDDEN, DIVERSITY, TOPIC_WORD_SCALE)
+NTM_TEST_FLAGS = ("--num-topics", "4", "--ntm-hidden", "16,16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One ``--model`` choice.
+
+    ``target`` is ``module:Class``; ``defaults`` are ``ModelConfig`` fields and option values
+    that replace the preset's (e.g. the naive MoE's 30 experts of 100 units); ``compare_rows``
+    maps an ``evaluate.compare`` row name to the extra ``train.run`` flags that make it;
+    ``test_flags`` make a tiny instance for the tests (beside their tiny sizes); ``checks``
+    are ``(rule(ModelConfig) -> bool, message)`` pairs that a valid configuration meets."""
+
+    name: str
+    target: str
+    summary: str
+    options: tuple[Option, ...] = ()
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    modes: tuple[str, ...] = ("sentence",)
+    has_topics: bool = False
+    compare_rows: Mapping[str, tuple[str, ...]] | None = None
+    test_flags: tuple[str, ...] = ()
+    checks: tuple[tuple[Callable[[Any], bool], str], ...] = ()
+
+    @property
+    def rows(self) -> Mapping[str, tuple[str, ...]]:
+        return self.compare_rows if self.compare_rows is not None else {self.name: ()}
+
+    @property
+    def option_names(self) -> set[str]:
+        return {option.name for option in self.options}
+
+    def model_class(self):
+        module, name = self.target.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
+    ModelSpec(
+        "lstm", "tcnlm_tf.models.lstm:LSTMLanguageModel",
+        "the basic LSTM language model (the papers' baseline)",
+        modes=("sentence", "document"),
+        compare_rows={"lstm": (), "lstm-document": ("--mode", "document")}),
+    ModelSpec(
+        "tcnlm", "tcnlm_tf.models.topic_guided:TCNLM",
+        "Topic Compositional Neural Language Model (Wang et al. 2018)",
+        options=NTM_OPTIONS + (
+            Option("num_factors", int, None, "factors per gate n_f (default: the hidden size)",
+                   _positive_or_none, "must be a positive integer"),
+            Option("topic_kernel_scale", float, 10.0,
+                   "W_b and U_b are this times their weights, so Adam moves them this many "
+                   "times faster (1 = plain)", _positive, "must be positive")),
+        has_topics=True, test_flags=NTM_TEST_FLAGS + ("--num-factors", "8")),
+    ModelSpec(
+        "moe", "tcnlm_tf.models.topic_guided:NaiveMoE",
+        "naive mixture of LSTM experts mixed by the topic model (Wang et al. 2018, eq. 7-8)",
+        options=NTM_OPTIONS,
+        defaults={"num_topics": 30, "num_layers": 1, "hidden_size": 100},
+        has_topics=True, compare_rows={"moe": ("--num-topics", "30")},
+        test_flags=NTM_TEST_FLAGS,
+        checks=((lambda m: m.num_layers == 1,
+                 "--model moe mixes single-layer LSTM experts (eq. 7-8); use --num-layers 1"),)),
+    ModelSpec(
+        "tdlm", "tcnlm_tf.models.tdlm:TDLM",
+        "Topically Driven Neural Language Model (Lau et al. 2017)",
+        options=(
+            NUM_TOPICS,
+            Option("filter_widths", int_list, [2], "convolution filter widths h",
+                   _positive_list, "must be positive integers", metavar="H,H"),
+            Option("num_filters", int, 20, "filters per width a", _positive,
+                   "must be a positive integer"),
+            Option("topic_dim", int, 50, "size b of the topic vector s", _positive,
+                   "must be a positive integer"),
+            Option("topic_dropout", float, 0.6,
+                   "topic-model dropout rate on d and s (the paper's keep probability 0.4)",
+                   lambda v: 0 <= v < 1, "must be in [0, 1)"),
+            Option("topic_targets", int, 3, "document words m1 the topic model predicts per "
+                   "example", _positive, "must be a positive integer"),
+            Option("embeddings", str, None, "word2vec file (text or binary) that initialises "
+                   "both components' word embeddings", metavar="FILE"),
+            Option("doc_labels", str, None, "directory with train.txt (valid.txt, test.txt): "
+                   "one label per corpus line, trained as a classification task (Sec. 6.1)",
+                   metavar="DIR"),
+            Option("doc_tags", str, None, "directory with train.txt (valid.txt, test.txt): "
+                   "each corpus line's tags, TAB-separated, as learned vectors (Sec. 6.2)",
+                   metavar="DIR"),
+            Option("tag_dim", int, 5, "size f of a tag vector", _positive,
+                   "must be a positive integer")),
+        has_topics=True,
+        test_flags=("--num-topics", "4", "--num-filters", "6", "--topic-dim", "8")),
+)}
+
+
+def spec_of(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise UserError(f"unknown --model {name!r}; choose one of {', '.join(MODELS)}")
+    return MODELS[name]
+
+
+def all_options() -> dict[str, Option]:
+    """Every model option by name (a shared option appears once)."""
+    options: dict[str, Option] = {}
+    for spec in MODELS.values():
+        for option in spec.options:
+            if options.setdefault(option.name, option) is not option:
+                raise AssertionError(f"two different options are named {option.name}")
+    return options
+
+
+def models_with(option: str) -> list[str]:
+    return [name for name, spec in MODELS.items() if option in spec.option_names]
+
+
+def compare_rows() -> dict[str, tuple[str, list[str]]]:
+    """``evaluate.compare`` row name -> (model name, the row's train.run flags)."""
+    return {row: (spec.name, ["--model", spec.name, *flags])
+            for spec in MODELS.values() for row, flags in spec.rows.items()}
