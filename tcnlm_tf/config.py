@@ -120,10 +120,12 @@ class RunConfig:
         values = {}
         for name, section in sections.items():
             given = dict(raw.get(name, {}))
-            if name == "model":   # before model options had their own dict (version 1 runs)
-                options = all_options()
+            if name == "model":   # before model options had their own dict, every run
+                # stored every topic-model setting: keep those of its own model
+                known = spec_of(given.get("model", "lstm")).option_names
+                moved = {k: given.pop(k) for k in list(given) if k in all_options()}
                 given.setdefault("options", {}).update(
-                    {k: given.pop(k) for k in list(given) if k in options})
+                    {k: v for k, v in moved.items() if k in known})
             unknown = set(given) - {f.name for f in dataclasses.fields(section)}
             if unknown:
                 raise UserError(f"config.json has unknown {name} settings {sorted(unknown)}: "

@@ -70,3 +70,17 @@ def test_resume_refuses_to_change_the_model(tmp_path):
     result = run("--resume", "--run-name", "x", "--runs-dir", str(tmp_path / "runs"),
                  "--hidden-size", "10")
     assert_one_line_error(result, "--hidden-size cannot change")
+
+
+def test_config_of_an_earlier_version_keeps_its_own_model_options():
+    """Runs written before model options had their own dict stored every topic setting, the
+    LSTM's too: they load with their own model's options only and still validate."""
+    from tcnlm_tf.config import RunConfig
+    old = {"model": {"model": "lstm", "num_topics": 50, "num_factors": None,
+                     "ntm_hidden_units": [256, 256]}}
+    config = RunConfig.from_dict(old)
+    config.validate()
+    assert config.model.options == {}
+    tcnlm = RunConfig.from_dict({"model": {"model": "tcnlm", "num_topics": 7}})
+    tcnlm.validate()
+    assert tcnlm.model.option("num_topics") == 7 and tcnlm.model.option("num_factors") is None
