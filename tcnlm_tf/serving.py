@@ -102,7 +102,8 @@ class ServingModule(tf.Module):
         self.lm_table = _table(run.lm_vocab.words, UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)
-        self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
+        if self.context_inputs:
+            self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
         if self.topic_model:
             self.num_topics = run.model.num_topics
 

@@ -127,6 +127,8 @@ class Trainer:
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
         self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
                             for task in self.tasks}
+        self._task_evals = {task.name: tf.function(self._task_eval(task), reduce_retracing=True)
+                            for task in self.tasks if task.validate}
 
     @property
     def step(self) -> int:
@@ -203,6 +205,11 @@ class Trainer:
 
         return lambda batch: self._reduce(self.strategy.run(replica_step, args=(batch,)))
 
+    @staticmethod
+    def _task_eval(task: Task) -> Callable:
+        """A further task's loss terms on one batch, without training."""
+        return lambda batch: task.loss_terms(batch, False)
+
     def _distributed_train_step(self, batch, state):
         out = self.strategy.run(self._replica_train_step, args=(batch, state))
         return self._reduce(out), out["state"]
@@ -244,7 +251,7 @@ class Trainer:
                                    self.config.train.batch_size, None)
             sums: dict[str, float] = {}
             for batch in dataset:
-                terms = task.loss_terms(batch, False)
+                terms = self._task_evals[task.name](batch)
                 for name, value in [("loss", terms["loss_sum"]), ("count", terms["count"]),
                                     *terms.get("metrics", {}).items()]:
                     sums[name] = sums.get(name, 0.0) + float(value)

@@ -222,16 +222,25 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                               order="after", validate=True))
         return tasks
 
-    def _document_batch(self, split, arrays, documents: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Whole documents ``documents`` [B] of a split as the topic model reads them."""
-        starts = tf.gather(arrays.topic_offsets[arrays.doc_offsets[:-1]], documents)
-        ends = tf.gather(arrays.topic_offsets[arrays.doc_offsets[1:]], documents)
-        batch = pipeline.context_fields(("bow",), pipeline.whole_documents(starts, ends),
-                                        pipeline.padded_ids(arrays.topic_ids),
-                                        self.max_doc_words)
-        features = self.document_features(split, arrays)
-        batch.update({name: tf.gather(value, documents) for name, value in features.items()})
-        return batch
+    def _document_reader(self, split, arrays):
+        """The split's arrays as tensors, made once per dataset: its padded topic ids, each
+        document's end in them [D], and ``read(documents [B])``, the topic model's input for
+        those whole documents (their ``bow`` and per-document features)."""
+        topic = arrays.topic_offsets
+        starts = tf.constant(topic[arrays.doc_offsets[:-1]])
+        ends = tf.constant(topic[arrays.doc_offsets[1:]])
+        ids = pipeline.padded_ids(arrays.topic_ids)
+        features = {name: tf.constant(value)
+                    for name, value in self.document_features(split, arrays).items()}
+
+        def read(documents: tf.Tensor) -> dict[str, tf.Tensor]:
+            rows = pipeline.whole_documents(tf.gather(starts, documents),
+                                            tf.gather(ends, documents))
+            batch = pipeline.context_fields(("bow",), rows, ids, self.max_doc_words)
+            batch.update({name: tf.gather(value, documents) for name, value in features.items()})
+            return batch
+
+        return ids, ends, read
 
     def _topic_model_batches(self, split, arrays, batch_size, shuffle_seed) -> tf.data.Dataset:
         """Every document's topic words in consecutive chunks of m1 targets, each example
@@ -247,16 +256,15 @@ class TDLM(RecurrentLanguageModel, TopicModel):
         order = np.arange(len(documents))
         if shuffle_seed is not None:
             order = np.random.default_rng(shuffle_seed).permutation(len(documents))
-        ids = pipeline.padded_ids(arrays.topic_ids)
+        ids, doc_ends, read = self._document_reader(split, arrays)
         no_word = len(arrays.topic_ids)          # the trailing 0 of ``ids``
         documents, target_start = tf.constant(documents), tf.constant(target_start)
-        doc_ends = tf.constant(ends)
 
         def gather(index):
             doc = tf.gather(documents, index)
             positions = tf.gather(target_start, index)[:, None] + tf.range(m1, dtype=tf.int64)
             valid = positions < tf.gather(doc_ends, doc)[:, None]
-            batch = self._document_batch(split, arrays, doc)
+            batch = read(doc)
             batch["topic_targets"] = tf.gather(ids, tf.where(valid, positions, no_word))
             return batch
 
@@ -283,9 +291,10 @@ class TDLM(RecurrentLanguageModel, TopicModel):
         if shuffle_seed is not None:
             documents = np.random.default_rng(shuffle_seed).permutation(documents)
         labels = tf.constant(labels)
+        _, _, read = self._document_reader(split, arrays)
 
         def gather(doc):
-            batch = self._document_batch(split, arrays, doc)
+            batch = read(doc)
             batch["label"] = tf.gather(labels, doc)
             return batch
 
