@@ -4,8 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
+# English WordNet 3.0 for --knowledge-base wordnet (Debian's wordnet-base puts it here)
+WORDNET_DIR ?= $(or $(TCNLM_WORDNET_DIR),/usr/share/wordnet)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q wordnet-base
 
-.PHONY: install demo test bench clean
+.PHONY: install wordnet demo test bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +16,13 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: wordnet $(VENV)/.installed
+
+## wordnet: install Debian's wordnet-base if WordNet is missing and apt-get is usable
+## (apt-get update only if the first try fails); never fails: without it only
+## --knowledge-base wordnet and its test are unavailable.
+wordnet:
+	@test -f $(WORDNET_DIR)/data.noun || { command -v apt-get >/dev/null && { $(APT_INSTALL) || { apt-get update -q && $(APT_INSTALL); }; }; } || echo "note: WordNet not installed (apt-get install wordnet-base); --knowledge-base wordnet will be unavailable"
 
 ## demo: train the LSTM baseline on the embedded synthetic corpus and print
 ## unigram / LSTM / oracle test perplexity side by side.

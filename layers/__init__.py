@@ -7,6 +7,8 @@ implements, and does no file I/O.
 """
 
 from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
+from layers.sememe_decoder import SememeDecoder
 from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
                                     TopicAttention, TopicGate)
 from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
@@ -14,6 +16,7 @@ from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
 from layers.topic_model import BagOfWords, NeuralTopicModel
 
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ConvolutionalTopicModel", "DocumentConvolution",
-           "MixtureOfExpertsLSTMCell", "NeuralTopicModel", "TopicAttention",
+           "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes", "NeuralTopicModel",
+           "SememeDecoder", "TopicAttention",
            "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicState",
            "default_cutoffs"]

@@ -12,7 +12,7 @@ from tcnlm_tf.pipeline import EOS_ID, PAD_ID
 from tcnlm_tf.vocab import UNK
 
 
-def _target_counts(split: SplitArrays, vocab_size: int) -> np.ndarray:
+def target_counts(split: SplitArrays, vocab_size: int) -> np.ndarray:
     """How often each id is a target: every word, plus one ``<eos>`` per sentence."""
     counts = np.bincount(split.lm_ids, minlength=vocab_size).astype(np.float64)
     counts[EOS_ID] += split.num_sentences
@@ -23,10 +23,10 @@ def unigram_perplexity(corpus: Corpus, split: str = "test", smoothing: float = 1
     """Perplexity on ``split`` of an add-``smoothing`` unigram model fit on the train split
     (over every id but padding, ``<unk>`` and ``<eos>`` included)."""
     vocab_size = len(corpus.lm_vocab)
-    train = _target_counts(corpus.splits["train"], vocab_size) + smoothing
+    train = target_counts(corpus.splits["train"], vocab_size) + smoothing
     train[PAD_ID] = 0.0
     log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
-    counts = _target_counts(corpus.splits[split], vocab_size)
+    counts = target_counts(corpus.splits[split], vocab_size)
     return perplexity(-(counts * log_p).sum(), counts.sum())
 
 

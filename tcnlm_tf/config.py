@@ -2,12 +2,17 @@
 
 Presets (Wang et al. 2018 §5 "Setup"; Lau et al. 2017 Table 1):
 
-=========  ======  =======  =========  =======  ==========  =====  =====
-preset     layers  hidden   embedding  dropout  seq length  batch  lr
-=========  ======  =======  =========  =======  ==========  =====  =====
-``small``  1       600      300        0.4      30          64     1e-3
-``large``  2       900      300        0.4      30          64     1e-3
-=========  ======  =======  =========  =======  ==========  =====  =====
+==========  ======  =======  =========  =======  ==========  =====  =====
+preset      layers  hidden   embedding  dropout  seq length  batch  lr
+==========  ======  =======  =========  =======  ==========  =====  =====
+``small``   1       600      300        0.4      30          64     1e-3
+``large``   2       900      300        0.4      30          64     1e-3
+``medium``  2       650      650        0.4      30          64     1e-3
+==========  ======  =======  =========  =======  ==========  =====  =====
+
+``medium`` is Zaremba et al.'s medium LSTM, the SDLM paper's (Gu et al. 2018) baseline size;
+its protocol (stream mode, BPTT 35, batch 20, SGD at 20, dropout 0.6) is set by flags, see
+the README.
 
 A :class:`RunConfig` is saved as ``config.json`` in every run directory and reloaded by
 ``--resume``, the evaluators and the exporter.
@@ -23,9 +28,19 @@ from typing import Any
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import all_options, spec_of
 
-DATASETS = ("synthetic", "apnews", "imdb", "bnc")
-MODES = ("sentence", "document")
-SOFTMAXES = ("adaptive", "full")
+#: peoples_daily: the SDLM paper's People's Daily split (one sentence per line)
+DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
+#: sentence: each sentence on its own; document: state carried within a document; stream:
+#: the whole split as one token stream, state carried throughout (the PyTorch
+#: word-language-model protocol of the SDLM paper)
+MODES = ("sentence", "document", "stream")
+#: modes whose batches continue the previous batch's lanes (the LSTM state is carried)
+STATEFUL_MODES = ("document", "stream")
+#: output layers (tcnlm_tf.decoders): adaptive softmax, full softmax, the sememe-driven
+#: decoder (Gu et al. 2018), a mixture of softmaxes (Yang et al. 2018)
+DECODERS = ("adaptive", "softmax", "sdlm", "mos")
+OPTIMIZERS = ("adam", "sgd")
+SEMEME_NORMALIZATIONS = ("left", "symmetric")
 #: where generation stops if no <eos> came (evaluate.generate, the SavedModel's generate)
 MAX_GENERATED_WORDS = 40
 
@@ -35,6 +50,7 @@ CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
 PRESETS: dict[str, dict[str, Any]] = {
     "small": {"num_layers": 1, "hidden_size": 600},
     "large": {"num_layers": 2, "hidden_size": 900},
+    "medium": {"num_layers": 2, "hidden_size": 650, "embedding_dim": 650},
 }
 
 
@@ -78,8 +94,12 @@ class ModelConfig:
     embedding_dim: int = 300
     dropout: float = 0.4
     tie_embeddings: bool = False
-    softmax: str = "adaptive"       # 'adaptive' (Grave et al. 2016) or 'full'
+    decoder: str = "adaptive"       # one of DECODERS
     cutoffs: list[int] | None = None  # adaptive-softmax cutoffs; None: chosen from vocab size
+    knowledge_base: str | None = None  # --decoder sdlm: hownet:FILE, wordnet or synthetic
+    num_bases: int = 5              # --decoder sdlm: basis matrices R (eq. 10)
+    sememe_normalization: str = "left"  # --decoder sdlm: C_{k,s} of eq. 6
+    mixtures: int = 10              # --decoder mos: softmaxes in the mixture
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def option(self, name: str) -> Any:
@@ -91,8 +111,10 @@ class ModelConfig:
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Optimisation: Adam, gradient-norm clipping, LR decay on plateau, early stopping."""
+    """Optimisation: Adam (or plain SGD), gradient-norm clipping, LR decay on plateau, early
+    stopping."""
 
+    optimizer: str = "adam"
     batch_size: int = 64
     epochs: int = 10
     learning_rate: float = 1e-3
@@ -120,6 +142,8 @@ class RunConfig:
         values = {}
         for name, section in sections.items():
             given = dict(raw.get(name, {}))
+            if name == "model" and "softmax" in given:   # before --decoder replaced --softmax
+                given["decoder"] = {"full": "softmax"}.get(given.pop("softmax"), "adaptive")
             if name == "model":   # before model options had their own dict, every run
                 # stored every topic-model setting: keep those of its own model
                 known = spec_of(given.get("model", "lstm")).option_names
@@ -151,7 +175,9 @@ class RunConfig:
         checks = [
             (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
             (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
-            (m.softmax in SOFTMAXES, f"unknown --softmax {m.softmax!r}; choose one of {SOFTMAXES}"),
+            (m.decoder in DECODERS, f"unknown --decoder {m.decoder!r}; choose one of {DECODERS}"),
+            (t.optimizer in OPTIMIZERS,
+             f"unknown --optimizer {t.optimizer!r}; choose one of {OPTIMIZERS}"),
             (m.preset in PRESETS, f"unknown --preset {m.preset!r}; choose one of {tuple(PRESETS)}"),
             (d.min_freq >= 1, "--min-freq must be >= 1"),
             (d.seq_len >= 2, "--seq-len must be >= 2"),
@@ -166,10 +192,18 @@ class RunConfig:
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
             (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
             (t.checkpoint_minutes >= 0, "--checkpoint-minutes must be >= 0"),
-            (not (m.tie_embeddings and m.softmax == "adaptive"),
+            (not (m.tie_embeddings and m.decoder == "adaptive"),
              "--tie-embeddings shares the input embedding with a full output layer; "
-             "use it with --softmax full"),
-            (not (m.cutoffs and m.softmax == "full"), "--cutoffs only applies to --softmax adaptive"),
+             "use it with --decoder softmax (sdlm and mos are always tied)"),
+            (not (m.cutoffs and m.decoder != "adaptive"),
+             "--cutoffs only applies to --decoder adaptive"),
+            ((m.decoder == "sdlm") == (m.knowledge_base is not None),
+             "--decoder sdlm needs --knowledge-base hownet:FILE|wordnet|synthetic"
+             if m.decoder == "sdlm" else "--knowledge-base only applies to --decoder sdlm"),
+            (m.num_bases >= 1, "--num-bases must be >= 1"),
+            (m.sememe_normalization in SEMEME_NORMALIZATIONS,
+             f"--sememe-normalization must be one of {SEMEME_NORMALIZATIONS}"),
+            (m.mixtures >= 1, "--mixtures must be >= 1"),
             (m.mode in spec.modes,
              f"--model {m.model} trains in {' or '.join(spec.modes)} mode; "
              f"use --mode {spec.modes[0]}"),

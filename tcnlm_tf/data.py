@@ -37,6 +37,7 @@ CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
     "imdb": "https://github.com/jhlau/topically-driven-language-model (IMDB)",
     "bnc": "https://github.com/jhlau/topically-driven-language-model (BNC)",
+    "peoples_daily": "https://github.com/thunlp/SDLM-pytorch (LM/data/renmin_hownet)",
 }
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
-from tcnlm_tf.config import MAX_GENERATED_WORDS
+from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.generation import generate_ids
 from tcnlm_tf.mixtures import topic_mixture
@@ -37,7 +37,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
     nll, tokens, state = 0.0, 0.0, None
     for batch in dataset:
         terms = step(batch, state)
-        state = terms["state"] if config.model.mode == "document" else None
+        state = terms["state"] if config.model.mode in STATEFUL_MODES else None
         nll += float(terms["nll_sum"])
         tokens += float(terms["tokens"])
     return nll, tokens

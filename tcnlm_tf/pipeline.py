@@ -20,7 +20,12 @@ Sentence mode (both papers' protocol): each sentence ``w1..wn`` becomes the toke
 Document mode: each document becomes ``<eos> s1 <eos> s2 <eos> ..``, cut into windows of L
 targets (the last one padded), and documents are laid end to end in B lanes; batch k holds
 window k of every lane, and the model carries its state from one batch to the next.
-Both modes predict exactly the same tokens, so their perplexities compare directly.
+Stream mode (the PyTorch word-language-model example, the SDLM paper's protocol): the whole
+split, documents in corpus order, is one token string ``<eos> s1 <eos> s2 <eos> ..``, cut into
+B contiguous lanes of equal length (``batchify``) and each lane into windows of L targets (BPTT
+length); the state is carried through a lane and zeroed only at its start.
+
+All modes predict exactly the same tokens, so their perplexities compare directly.
 """
 from __future__ import annotations
 
@@ -137,6 +142,30 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
     return {"inputs": inputs, "targets": targets, "reset": reset}
 
 
+def stream_lanes(split: SplitArrays, seq_len: int, lanes: int) -> dict[str, np.ndarray]:
+    """The split as one stream (see the module docstring) in ``lanes`` contiguous lanes:
+    ``inputs``/``targets`` [K, lanes, L] (0-padded at the end of the last lanes) and
+    ``reset`` [K, lanes] (1 in the first batch only), K = ceil(stream / lanes / L)."""
+    ends = np.full(split.num_sentences, EOS_ID, np.int32)
+    stream = np.insert(split.lm_ids.astype(np.int32), split.sent_offsets[1:], ends)
+    stream = np.concatenate([[EOS_ID], stream]).astype(np.int32)
+    targets = len(stream) - 1
+    per_lane = max(1, -(-targets // lanes))
+    num_batches = -(-per_lane // seq_len)
+    width = num_batches * seq_len
+    inputs = np.zeros((lanes, width), np.int32)
+    outputs = np.zeros((lanes, width), np.int32)
+    for lane in range(lanes):
+        start, end = lane * per_lane, min((lane + 1) * per_lane, targets)
+        if start < end:
+            inputs[lane, :end - start] = stream[start:end]
+            outputs[lane, :end - start] = stream[start + 1:end + 1]
+    reset = np.zeros((num_batches, lanes), np.float32)
+    reset[0] = 1.0
+    as_batches = lambda a: a.reshape(lanes, num_batches, seq_len).transpose(1, 0, 2)
+    return {"inputs": as_batches(inputs), "targets": as_batches(outputs), "reset": reset}
+
+
 def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
     """The one builder of document context: ``context`` [B, 4] int64 rows (document start,
     left-out start, left-out end, document end) in ``topic_ids`` coordinates -> the ids of
@@ -228,16 +257,26 @@ def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int) -> tf.data.Dataset:
+    """Stream-mode batches (``batch_size`` lanes, the same for training and evaluation: the
+    PyTorch example does not shuffle a stream either)."""
+    lanes = stream_lanes(split, seq_len, batch_size)
+    return tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights).prefetch(
+        tf.data.AUTOTUNE)
+
+
 def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  context_inputs: tuple[str, ...] = (), max_bow: int = 300,
                  shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
-    """The batches of ``split`` for ``mode`` ('sentence' or 'document'); ``context_inputs``
+    """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream'); ``context_inputs``
     names the document-context fields to add and ``features`` per-document side inputs
     (sentence mode), ``examples`` reuses precomputed sequences."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
+    if mode == "stream":
+        return stream_dataset(split, seq_len, batch_size)
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,

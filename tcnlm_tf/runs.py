@@ -58,7 +58,7 @@ def load_run(directory: Path | str) -> Run:
     if checkpoint is None:
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
-    model = build_model(config, lm_vocab, topic_vocab)
+    model = build_model(config, lm_vocab, topic_vocab, directory)
     model(_dummy_batch(config, model))
     model_checkpoint(model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
     return Run(directory, config, lm_vocab, topic_vocab, model, checkpoint)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
-from tcnlm_tf.config import MAX_GENERATED_WORDS
+from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES
 from tcnlm_tf.generation import generate_ids
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
@@ -92,7 +92,7 @@ class ServingModule(tf.Module):
         self.model_variables = [v.value for v in run.model.variables]
         self.topic_model = has_topics(run.model)
         self.context_inputs = run.model.context_inputs
-        self.document_mode = run.config.model.mode == "document"
+        self.carries_state = run.config.model.mode in STATEFUL_MODES
         self.seq_len = run.config.data.seq_len
         self.max_bow = run.config.data.max_bow
         # for clients that load the SavedModel in Python (evaluate.score): what the model is
@@ -142,10 +142,10 @@ class ServingModule(tf.Module):
     def context_rule(self) -> str:
         """How the ``documents`` input is read: ``bag-of-words`` (models with document-context
         inputs; in training the document minus the sentence), ``preceding-text``
-        (document-mode LSTM) or ``ignored``."""
+        (document- or stream-mode LSTM) or ``ignored``."""
         if self.context_inputs:
             return "bag-of-words"
-        return "preceding-text" if self.document_mode else "ignored"
+        return "preceding-text" if self.carries_state else "ignored"
 
     @property
     def model(self):
@@ -201,12 +201,12 @@ class ServingModule(tf.Module):
     def _streams(self, text: tf.Tensor, documents: tf.Tensor, end: bool
                  ) -> tuple[tf.RaggedTensor, tf.Tensor]:
         """The id streams the model reads, ``<eos>`` first (and last with ``end``), and how
-        many ids of each belong to the document prefix (document mode only): [B]."""
+        many ids of each belong to the document prefix (document and stream mode only): [B]."""
         words = self._word_ids(text)
         batch = words.nrows()
         eos = tf.fill([batch, 1], EOS_ID)
         parts = [eos]
-        if self.document_mode:
+        if self.carries_state:
             prefix = self._document_ids(documents)
             parts.append(prefix)
             prefix_length = tf.cast(prefix.row_lengths(), tf.int32)
@@ -221,9 +221,9 @@ class ServingModule(tf.Module):
         """Recurrent outputs for dense ``inputs`` [B, N] (padded with 0): [B, N, ...].
 
         Sentence mode restarts from a zero state every ``seq_len`` positions, as training
-        cut long sentences; document mode reads each row in one pass, which equals its
+        cut long sentences; document and stream mode read each row in one pass, which equals its
         windows with carried state."""
-        if self.document_mode:
+        if self.carries_state:
             return self.model.encode(inputs, context, training=False)[0]
         batch, length = tf.shape(inputs)[0], tf.shape(inputs)[1]
         windows = (length + self.seq_len - 1) // self.seq_len

@@ -100,6 +100,25 @@ def _topic_gate():
                                                        rng.normal(size=(B, T))]
 
 
+def _sememe_decoder():
+    """Three senses of word 4 and 5, one sense elsewhere; sememes 0..3 plus a private one per
+    single-sense word (the knowledge base travels in the layer's config)."""
+    h = keras.Input((L, 8))
+    sense_word = list(range(V)) + [4, 5]
+    sense_word.sort()
+    edges = [(s, 4 + w) for s, w in enumerate(sense_word)]      # every sense: its word's own
+    edges += [(5, 0), (6, 1), (7, 2), (7, 3)]                     # senses of words 4 and 5
+    layer = layers.SememeDecoder(V, sense_word, [s for s, _ in edges], [k for _, k in edges],
+                                 num_sememes=4 + V, num_bases=2, embedding_dim=6)
+    return keras.Model(h, layer(h)), layer, [np.random.default_rng(1).normal(size=(B, L, 8))]
+
+
+def _mixture_of_softmaxes():
+    h = keras.Input((L, 8))
+    layer = layers.MixtureOfSoftmaxes(V, num_mixtures=3, embedding_dim=6)
+    return keras.Model(h, layer(h)), layer, [np.random.default_rng(1).normal(size=(B, L, 8))]
+
+
 CASES = {
     layers.AdaptiveSoftmax: _adaptive_softmax,
     layers.BagOfWords: _bag_of_words,
@@ -112,14 +131,16 @@ CASES = {
     layers.TopicAttention: _topic_attention,
     layers.ConvolutionalTopicModel: _convolutional_topic_model,
     layers.TopicGate: _topic_gate,
+    layers.SememeDecoder: _sememe_decoder,
+    layers.MixtureOfSoftmaxes: _mixture_of_softmaxes,
 }
 
 
 def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
-    for module in (layers.adaptive_softmax, layers.topic_attention, layers.topic_lstm,
-                   layers.topic_model):
+    for module in (layers.adaptive_softmax, layers.mixture_of_softmaxes, layers.sememe_decoder,
+                   layers.topic_attention, layers.topic_lstm, layers.topic_model):
         for name, obj in vars(module).items():
             if (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
                     and obj.__module__ == module.__name__ and not name.startswith("_")):

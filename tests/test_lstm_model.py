@@ -21,7 +21,7 @@ def batch(inputs, targets, reset=None):
 @pytest.fixture(scope="module")
 def model():
     m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, num_layers=2, dropout=0.3,
-                          cutoffs=(10, 20))
+                          decoder_options={"cutoffs": (10, 20)})
     rng = np.random.default_rng(0)
     stream = rng.integers(3, V, size=(3, 13))
     m.stream = stream
@@ -48,8 +48,10 @@ def test_reset_zeroes_the_carried_state_per_lane(model):
     assert not np.allclose(carried[1], fresh[1], atol=1e-4)
 
 
-@pytest.mark.parametrize("kwargs", [{"cutoffs": (10, 20)}, {"cutoffs": ()},
-                                    {"tie_embeddings": True}])
+@pytest.mark.parametrize("kwargs", [
+    {"decoder_options": {"cutoffs": (10, 20)}}, {"decoder_options": {"cutoffs": ()}},
+    {"decoder": "softmax", "decoder_options": {"tie": True}},
+    {"decoder": "mos", "decoder_options": {"mixtures": 3}}])
 def test_full_distribution_sums_to_one_and_matches_target_log_prob(kwargs):
     m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, **kwargs)
     s = np.random.default_rng(1).integers(3, V, size=(2, 7))
@@ -63,7 +65,8 @@ def test_full_distribution_sums_to_one_and_matches_target_log_prob(kwargs):
 
 
 def test_tied_embeddings_share_the_input_matrix():
-    m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, tie_embeddings=True)
+    m = LSTMLanguageModel(V, embedding_dim=8, hidden_size=12, dropout=0.0, decoder="softmax",
+                          decoder_options={"tie": True})
     s = np.random.default_rng(2).integers(3, V, size=(2, 7))
     m(batch(s[:, :6], s[:, 1:]))
     variables = m.trainable_variables

@@ -121,3 +121,23 @@ def test_balanced_lanes_share_one_long_document_evenly():
     expected_reset[sum(windows):] = 1                # empty slots after the last window
     got_reset = np.concatenate([balanced["reset"][:, lane] for lane in range(3)])
     np.testing.assert_array_equal(got_reset, expected_reset)
+
+
+def test_stream_lanes_cut_the_whole_split_into_contiguous_lanes():
+    stream = [EOS]
+    for document in DOCS:
+        for sentence in document:
+            stream += ids(sentence) + [EOS]
+    lanes = pipeline.stream_lanes(SPLIT, seq_len=3, lanes=4)
+    inputs, targets, reset = lanes["inputs"], lanes["targets"], lanes["reset"]
+    assert inputs.shape == targets.shape == (2, 4, 3) and reset.shape == (2, 4)
+    np.testing.assert_array_equal(reset, [[1, 1, 1, 1], [0, 0, 0, 0]])
+    # lane by lane, the batches continue each other and the lanes continue each other
+    by_lane = lambda a: a.transpose(1, 0, 2).reshape(4, -1)
+    x, y = by_lane(inputs), by_lane(targets)
+    real = y != 0
+    assert real.sum() == SPLIT.num_predicted_tokens == len(stream) - 1
+    np.testing.assert_array_equal(y[real], stream[1:])
+    np.testing.assert_array_equal(x[real], stream[:-1])
+    # equal lanes of ceil(22 / 4) = 6 targets; the last lane has the 4 left
+    assert list(real.sum(1)) == [6, 6, 6, 4]

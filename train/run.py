@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.config import (DATASETS, MODES, PRESETS, SOFTMAXES, DataConfig, ModelConfig,
-                             RunConfig, TrainConfig, apply_preset, default_cache_dir,
-                             default_data_dir)
+from tcnlm_tf.config import (DATASETS, DECODERS, MODES, OPTIMIZERS, PRESETS,
+                             SEMEME_NORMALIZATIONS, DataConfig, ModelConfig, RunConfig,
+                             TrainConfig, apply_preset, default_cache_dir, default_data_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m train.run                      # LSTM on the synthetic corpus\n"
                "  python -m train.run --dataset apnews --data-dir ../shared/data --model lstm\n"
                "  python -m train.run --dataset bnc --preset large --mode document\n"
+               "  python -m train.run --model sdlm --knowledge-base synthetic\n"
                "  python -m train.run --run-name bnc-lstm --resume\n"
                "Bring corpora in the TDLM format (one document per line, sentences separated\n"
                "by a TAB, tokens by a space) or make them with `python -m train.prepare`.")
@@ -90,21 +91,36 @@ def build_parser() -> argparse.ArgumentParser:
                        help="; ".join(f"{name}: {spec.summary}" for name, spec in MODELS.items())
                        + " (default: lstm)")
     model.add_argument("--preset", choices=sorted(PRESETS),
-                       help="small: 1x600 LSTM, large: 2x900 (default: small; a model may set "
-                       "its own sizes, e.g. --model moe: Table 6's 30 experts of 1x100)")
+                       help="small: 1x600 LSTM, large: 2x900, medium: 2x650 with 650-d "
+                       "embeddings (default: small; a model may set its own sizes, e.g. "
+                       "--model moe: Table 6's 30 experts of 1x100)")
     model.add_argument("--mode", choices=MODES,
                        help="sentence: each sentence on its own (papers' protocol); document: "
-                       "state carried across a document's sentences (default: sentence)")
+                       "state carried across a document's sentences; stream: the split as "
+                       "one token stream in --batch-size lanes, state carried throughout "
+                       "(the SDLM paper's protocol) (default: sentence)")
     model.add_argument("--num-layers", type=int, help="override the preset's LSTM layers")
     model.add_argument("--hidden-size", type=int, help="override the preset's LSTM size")
     model.add_argument("--embedding-dim", type=int, help="word embedding size (300)")
     model.add_argument("--dropout", type=float, help="dropout rate (0.4)")
     model.add_argument("--tie-embeddings", action="store_true", default=None,
-                       help="share input embedding and output weights (needs --softmax full)")
-    model.add_argument("--softmax", choices=SOFTMAXES, help="output layer (default: adaptive)")
+                       help="share input embedding and output weights (with --decoder softmax)")
+    model.add_argument("--decoder", choices=DECODERS,
+                       help="output layer: adaptive softmax, full softmax, sdlm (sememe-driven, "
+                       "Gu et al. 2018) or mos (mixture of softmaxes, Yang et al. 2018); sdlm "
+                       "and mos are tied to the input embedding (default: adaptive)")
     model.add_argument("--cutoffs", type=int_list,
                        help="adaptive-softmax cluster boundaries, e.g. 2000,10000 "
                        "(default: chosen from the vocabulary size)")
+    model.add_argument("--knowledge-base", metavar="hownet:FILE|wordnet|synthetic",
+                       help="--decoder sdlm: word -> sense -> sememe source (HowNet.txt, "
+                       "Debian's WordNet 3.0, or the synthetic corpus's generator; default: "
+                       "synthetic on --dataset synthetic, else wordnet)")
+    model.add_argument("--num-bases", type=int,
+                       help="--decoder sdlm: basis matrices R of eq. 10 (5)")
+    model.add_argument("--sememe-normalization", choices=SEMEME_NORMALIZATIONS,
+                       help="--decoder sdlm: C_{k,s} of eq. 6 (left)")
+    model.add_argument("--mixtures", type=int, help="--decoder mos: softmaxes mixed (10)")
     own = parser.add_argument_group("model options (each applies to the models named)")
     for option in OPTIONS.values():
         users = models_with(option.name)
@@ -115,9 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
                          metavar=option.metavar,
                          help=f"[{', '.join(users)}] {option.help} (default: {default})")
     train = parser.add_argument_group("training")
+    train.add_argument("--optimizer", choices=OPTIMIZERS,
+                       help="adam, or plain sgd as the PyTorch LM example (default: adam)")
     train.add_argument("--batch-size", type=int, help="global batch size (64)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")
-    train.add_argument("--learning-rate", type=float, help="Adam learning rate (0.001)")
+    train.add_argument("--learning-rate", type=float, help="learning rate (0.001)")
     train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
     train.add_argument("--lr-decay", type=float,
                        help="LR factor after an epoch without improvement (0.5)")
@@ -168,6 +186,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if "topic_min_docs" not in explicit:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     apply_preset(config.model, set(explicit))
+    if config.model.decoder == "sdlm" and config.model.knowledge_base is None:
+        config.model.knowledge_base = ("synthetic" if config.data.dataset == "synthetic"
+                                       else "wordnet")
     return config
 
 
@@ -202,8 +223,8 @@ def choose_run_dir(args: argparse.Namespace, config: RunConfig) -> Path:
     """``--runs-dir/--run-name``; a fresh run never overwrites one with checkpoints: it gets
     the next free ``-2``, ``-3``... suffix (printed)."""
     default = f"{config.data.dataset}-{config.model.model}"
-    if config.model.mode == "document":
-        default += "-document"
+    if config.model.mode != "sentence":
+        default += f"-{config.model.mode}"
     base = args.runs_dir / (args.run_name or default)
     run_dir, n = base, 1
     while _has_checkpoint(run_dir):

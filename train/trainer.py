@@ -9,7 +9,7 @@ custom loop with ``strategy.run``:
   eq. 17) per predicted token. The denominator is all-reduced across replicas, so the loss
   is the same whatever the replica count;
 * gradients are summed across replicas, clipped by their *global* norm, then applied with
-  Adam (Keras's optimizer sums across replicas again, so each replica hands it its 1/R
+  Adam or plain SGD (``--optimizer``; Keras's optimizer sums across replicas again, so each replica hands it its 1/R
   share of the already-reduced gradient);
 * after each epoch: validation perplexity; on no improvement the learning rate is multiplied
   by ``lr_decay`` and after ``patience`` such epochs training stops early;
@@ -19,7 +19,7 @@ custom loop with ``strategy.run``:
   restores the latest one and continues from the same batch of the same epoch (the shuffle
   order of an epoch is a function of its number);
 * a model's further training tasks (:class:`~tcnlm_tf.models.base.Task`, e.g. TDLM's topic
-  model) each get their own batches and their own Adam optimiser; an epoch runs the batches
+  model) each get their own batches and their own optimiser (of the same kind); an epoch runs the batches
   of every task in one random order (a function of the seed and the epoch, so a resumed epoch
   continues the same order), each step normalised by its task's global count and all-reduced
   like the language model's; ``max_steps`` counts language-model steps;
@@ -42,7 +42,8 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf.checkpoints import model_checkpoint
-from tcnlm_tf.config import RunConfig
+from tcnlm_tf import decoders
+from tcnlm_tf.config import STATEFUL_MODES, RunConfig
 from tcnlm_tf.data import Corpus
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.models import build_model
@@ -95,15 +96,18 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.log = log
         self.strategy = strategy or make_strategy()
+        decoders.ensure_knowledge_base(config, corpus, self.run_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
         keras.utils.set_random_seed(train.seed)
         self.examples = {}
         with self.strategy.scope():
-            self.model: LanguageModel = build_model(config, corpus.lm_vocab, corpus.topic_vocab)
+            self.model: LanguageModel = build_model(config, corpus.lm_vocab, corpus.topic_vocab,
+                                                    self.run_dir)
             self.tasks: list[Task] = self.model.tasks()
-            self.optimizer = keras.optimizers.Adam(learning_rate=train.learning_rate)
-            self.task_optimizers = {task.name: keras.optimizers.Adam(train.learning_rate)
+            self.optimizer = make_optimizer(train.optimizer, train.learning_rate)
+            self.task_optimizers = {task.name: make_optimizer(train.optimizer,
+                                                              train.learning_rate)
                                     for task in self.tasks}
             self._build()
         # Loop bookkeeping lives on the host, outside the strategy (plain variables).
@@ -138,7 +142,7 @@ class Trainer:
     # ------------------------------------------------------------------ data
     @property
     def uses_state(self) -> bool:
-        return self.config.model.mode == "document"
+        return self.config.model.mode in STATEFUL_MODES
 
     def dataset(self, split: str, shuffle_seed: int | None = None) -> tf.data.Dataset:
         """The batches of ``split`` for this run's mode (global batch size)."""
@@ -457,6 +461,14 @@ class Trainer:
         with self.writer.as_default(step=self.step):
             tf.summary.scalar("test/perplexity", value)
         self.writer.flush()
+
+
+def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
+    """``adam`` (the topic-model papers) or plain ``sgd`` without momentum (the PyTorch
+    word-language-model example that the SDLM paper trains with: lr 20, clip 0.25)."""
+    if name == "sgd":
+        return keras.optimizers.SGD(learning_rate=learning_rate)
+    return keras.optimizers.Adam(learning_rate=learning_rate)
 
 
 def count_parameters(model: keras.Model) -> int:

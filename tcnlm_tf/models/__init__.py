@@ -11,15 +11,19 @@ from typing import TYPE_CHECKING
 from tcnlm_tf.models.registry import MODELS, ModelSpec, Option, spec_of
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tcnlm_tf.config import RunConfig
     from tcnlm_tf.models.base import LanguageModel
     from tcnlm_tf.vocab import Vocabulary
 
 
-def build_model(config: "RunConfig", lm_vocab: "Vocabulary",
-                topic_vocab: "Vocabulary") -> "LanguageModel":
-    """A fresh, unbuilt model for ``config.model.model``."""
-    return spec_of(config.model.model).model_class().create(config, lm_vocab, topic_vocab)
+def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",
+                run_dir: "Path | None" = None) -> "LanguageModel":
+    """A fresh, unbuilt model for ``config.model.model``; ``run_dir``: the run directory
+    whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
+    return spec_of(config.model.model).model_class().create(config, lm_vocab, topic_vocab,
+                                                            run_dir)
 
 
 __all__ = ["MODELS", "ModelSpec", "Option", "build_model", "spec_of"]

@@ -7,7 +7,7 @@ training loop, the evaluators, serving and the perplexity computation only ever 
 contract, so a new model is one subclass plus a registry entry
 (:mod:`tcnlm_tf.models.registry`). What a subclass can tell the generic code:
 
-* ``create(config, lm_vocab, topic_vocab)``: build itself from a run's configuration;
+* ``create(config, lm_vocab, topic_vocab, run_dir)``: build itself from a run's configuration;
 * ``context_inputs``: which document-context fields its batches need (``"bow"``: the
   topic-vocabulary ids of the document minus the sentence; see :mod:`tcnlm_tf.pipeline`);
 * ``document_features(split, arrays)``: per-document side inputs of a split (TDLM's tags),
@@ -105,9 +105,10 @@ class LanguageModel(keras.Model):
     context_inputs: tuple[str, ...] = ()
 
     @classmethod
-    def create(cls, config: "RunConfig", lm_vocab: "Vocabulary",
-               topic_vocab: "Vocabulary") -> "LanguageModel":
-        """A fresh, unbuilt model for a run's configuration and vocabularies."""
+    def create(cls, config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",
+               run_dir: Path | None = None) -> "LanguageModel":
+        """A fresh, unbuilt model for a run's configuration and vocabularies; ``run_dir``
+        holds the files a run keeps for its model (e.g. an SDLM decoder's knowledge base)."""
         raise NotImplementedError
 
     def build(self, input_shape: Any) -> None:

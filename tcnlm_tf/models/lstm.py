@@ -2,9 +2,11 @@
 
 :class:`RecurrentLanguageModel` is embedding (``embedding_dim``) -> dropout ->
 ``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers) -> an
-output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`):
-adaptive softmax (Grave et al. 2016) by default, a full softmax, or a full softmax whose
-weights are the input embedding (:class:`TiedSoftmax`). Subclasses change only how the
+output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`,
+one of the decoders of :mod:`tcnlm_tf.decoders`): adaptive softmax (Grave et al. 2016) by
+default, a full softmax, a full softmax whose weights are the input embedding
+(:class:`TiedSoftmax`), the sememe-driven decoder or a mixture of softmaxes. Subclasses
+change only how the
 document context enters (:meth:`~RecurrentLanguageModel.context`,
 :meth:`~RecurrentLanguageModel.make_layer`, :meth:`~RecurrentLanguageModel.run_layer`), the
 output layer, and, for output mixtures, the output methods.
@@ -16,21 +18,13 @@ zeroes it for lanes that start a new document.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
 
-from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from tcnlm_tf import decoders
 from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
-
-
-def output_cutoffs(config, vocab_size: int) -> tuple[int, ...]:
-    """Adaptive-softmax cutoffs of a ``ModelConfig``: the configured ones, the default rule,
-    or () for a full softmax."""
-    if config.softmax == "full":
-        return ()
-    return tuple(config.cutoffs) if config.cutoffs else default_cutoffs(vocab_size)
 
 
 class TiedSoftmax(keras.layers.Layer):
@@ -42,6 +36,7 @@ class TiedSoftmax(keras.layers.Layer):
         super().__init__(**kwargs)
         self.embedding = embedding
         vocab_size, embedding_dim = embedding.input_dim, embedding.output_dim
+        self.vocab_size = vocab_size
         self.projection = (keras.layers.Dense(embedding_dim, use_bias=False,
                                               name="tied_projection")
                            if hidden_size != embedding_dim else None)
@@ -49,8 +44,13 @@ class TiedSoftmax(keras.layers.Layer):
                                            initializer="zeros")
 
     def logits(self, hidden: tf.Tensor) -> tf.Tensor:
+        """[..., H] -> [..., V]. One 2-D matmul over all positions: a batched matmul of a
+        [B, L, E] input with E^T would broadcast E, and its gradient would build a
+        [B, V, E] copy of the embedding gradient (5x slower at B = 64, V = 4,809)."""
         x = self.projection(hidden) if self.projection is not None else hidden
-        return tf.matmul(x, self.embedding.embeddings, transpose_b=True) + self.output_bias
+        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
+        logits = tf.matmul(flat, self.embedding.embeddings, transpose_b=True) + self.output_bias
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
 
     def call(self, hidden: tf.Tensor) -> tf.Tensor:
         return tf.nn.log_softmax(self.logits(hidden), axis=-1)
@@ -62,37 +62,42 @@ class TiedSoftmax(keras.layers.Layer):
 
 class RecurrentLanguageModel(LanguageModel):
     """Shapes: ``batch["inputs"]``/``["targets"]`` int [B, L] -> ``ModelOutput.target_log_probs``
-    [B, L]; ``state`` is a list of ``[h, c]`` pairs, one per layer."""
+    [B, L]; ``state`` is a list of ``[h, c]`` pairs, one per layer.
+
+    ``decoder`` names the output layer and ``decoder_options`` its settings (see
+    :func:`tcnlm_tf.decoders.make_output_layer`): ``{"cutoffs": (2000,)}`` for ``adaptive``
+    (``()``: a full softmax), ``{"tie": True}`` for a tied ``softmax``, ``{"mixtures": 10}``
+    for ``mos``, ``{"knowledge_base": KnowledgeBase, "num_bases": 5, "normalization":
+    "left"}`` for ``sdlm``."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
-                 num_layers: int = 1, dropout: float = 0.4, cutoffs: Sequence[int] = (),
-                 tie_embeddings: bool = False, **kwargs):
+                 num_layers: int = 1, dropout: float = 0.4, decoder: str = "adaptive",
+                 decoder_options: dict[str, Any] | None = None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
-        self.tie_embeddings = tie_embeddings
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
         self.input_dropout = keras.layers.Dropout(dropout)
         self.rnns = [self.make_layer(i) for i in range(num_layers)]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
-        self.softmax = self.make_output_layer(cutoffs)
+        self.softmax = self.make_output_layer(decoder, dict(decoder_options or {}))
 
     @classmethod
-    def lm_arguments(cls, config, lm_vocab) -> dict[str, Any]:
-        """The constructor arguments of the recurrent skeleton from a run's configuration."""
+    def lm_arguments(cls, config, lm_vocab, run_dir=None) -> dict[str, Any]:
+        """The constructor arguments of the recurrent skeleton from a run's configuration
+        (``run_dir`` holds what the decoder needs, e.g. the SDLM's knowledge base)."""
         m = config.model
         return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
-                    cutoffs=output_cutoffs(m, len(lm_vocab)), tie_embeddings=m.tie_embeddings)
+                    **decoders.output_arguments(config, lm_vocab, run_dir))
 
     # ---------------------------------------------------------- subclass hooks
-    def make_output_layer(self, cutoffs: Sequence[int]) -> keras.layers.Layer:
+    def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
         """The output distribution: a layer mapping hidden [..., output_size] to
         log-probabilities [..., V], with ``target_log_prob(hidden, targets)``."""
-        if self.tie_embeddings:
-            return TiedSoftmax(self.embedding, self.output_size, name="tied_softmax")
-        return AdaptiveSoftmax(self.vocab_size, cutoffs, name="softmax")
+        return decoders.make_output_layer(decoder, options, self.vocab_size, self.output_size,
+                                          self.embedding)
 
     @property
     def state_size(self) -> int:
@@ -163,5 +168,5 @@ class LSTMLanguageModel(RecurrentLanguageModel):
     document context."""
 
     @classmethod
-    def create(cls, config, lm_vocab, topic_vocab) -> "LSTMLanguageModel":
-        return cls(**cls.lm_arguments(config, lm_vocab), name="lstm_lm")
+    def create(cls, config, lm_vocab, topic_vocab, run_dir=None) -> "LSTMLanguageModel":
+        return cls(**cls.lm_arguments(config, lm_vocab, run_dir), name="lstm_lm")

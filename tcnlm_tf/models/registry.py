@@ -121,8 +121,10 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec(
         "lstm", "tcnlm_tf.models.lstm:LSTMLanguageModel",
         "the basic LSTM language model (the papers' baseline)",
-        modes=("sentence", "document"),
-        compare_rows={"lstm": (), "lstm-document": ("--mode", "document")}),
+        modes=("sentence", "document", "stream"),
+        compare_rows={"lstm": (), "lstm-document": ("--mode", "document"),
+                      "lstm-tied": ("--decoder", "softmax", "--tie-embeddings"),
+                      "lstm-mos": ("--decoder", "mos")}),
     ModelSpec(
         "tcnlm", "tcnlm_tf.models.topic_guided:TCNLM",
         "Topic Compositional Neural Language Model (Wang et al. 2018)",
@@ -142,6 +144,14 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         test_flags=NTM_TEST_FLAGS,
         checks=((lambda m: m.num_layers == 1,
                  "--model moe mixes single-layer LSTM experts (eq. 7-8); use --num-layers 1"),)),
+    ModelSpec(
+        "sdlm", "tcnlm_tf.models.sdlm:SDLM",
+        "Sememe-Driven Language Model: tied LSTM + sparse product of sememe experts "
+        "(Gu et al. 2018)",
+        defaults={"decoder": "sdlm"}, modes=("sentence", "document", "stream"),
+        checks=((lambda m: m.decoder == "sdlm",
+                 "--model sdlm is the LSTM with --decoder sdlm; for another decoder use "
+                 "--model lstm --decoder ..."),)),
     ModelSpec(
         "tdlm", "tcnlm_tf.models.tdlm:TDLM",
         "Topically Driven Neural Language Model (Lau et al. 2017)",

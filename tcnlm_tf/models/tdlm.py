@@ -133,7 +133,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
         self.labels = {split: np.asarray(rows, np.int32) for split, rows in (labels or {}).items()}
 
     @classmethod
-    def create(cls, config, lm_vocab, topic_vocab):
+    def create(cls, config, lm_vocab, topic_vocab, run_dir=None):
         from tcnlm_tf.data import source_dir
 
         m = config.model
@@ -164,7 +164,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                    topic_dropout=m.option("topic_dropout"),
                    topic_targets=m.option("topic_targets"), max_doc_words=config.data.max_bow,
                    embeddings_file=m.option("embeddings"),
-                   name="tdlm", **cls.lm_arguments(config, lm_vocab), **extra)
+                   name="tdlm", **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     # ------------------------------------------------------------ the LM side
     def _topic_model(self, batch, training=False) -> dict[str, tf.Tensor]:

@@ -36,13 +36,13 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
     context_inputs = ("bow",)
 
     @classmethod
-    def create(cls, config, lm_vocab, topic_vocab, **extra):
+    def create(cls, config, lm_vocab, topic_vocab, run_dir=None, **extra):
         m = config.model
         return cls(topic_vocab_size=len(topic_vocab), num_topics=m.option("num_topics"),
                    ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
                    diversity_weight=m.option("diversity_weight"),
                    topic_word_scale=m.option("topic_word_scale"),
-                   name=m.model, **cls.lm_arguments(config, lm_vocab), **extra)
+                   name=m.model, **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
@@ -96,9 +96,9 @@ class TCNLM(TopicGuidedLanguageModel):
         super().__init__(vocab_size, topic_vocab_size, **kwargs)
 
     @classmethod
-    def create(cls, config, lm_vocab, topic_vocab, **extra):
+    def create(cls, config, lm_vocab, topic_vocab, run_dir=None, **extra):
         m = config.model
-        return super().create(config, lm_vocab, topic_vocab,
+        return super().create(config, lm_vocab, topic_vocab, run_dir,
                               num_factors=m.option("num_factors") or m.hidden_size,
                               topic_kernel_scale=m.option("topic_kernel_scale"))
 

@@ -1,0 +1,100 @@
+"""``python -m evaluate.sememes --run runs/<name> --text "..."``: what an SDLM-decoded model
+predicts for the word after a text, and why (Gu et al. 2018, Sec. 4.3 and Table 5): the 5
+most probable next words P(w|g) (eq. 9) and the 5 most probable sememes q_k (eq. 4, each the
+independent probability that the next word carries that sememe; the private sememes of words
+without a knowledge-base entry are not listed). Each ``--text`` is read as the start of a
+sentence (after ``<eos>``); ``--document`` gives models with a document context theirs. The
+tables also go to TensorBoard (``<run>/tensorboard/sememes``, Text tab)."""
+from __future__ import annotations
+
+import json
+
+from evaluate.common import parser
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+TOP = 5
+
+
+def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
+    """``{"text", "words": [(word, p)], "sememes": [(sememe, q)]}`` for the position after
+    ``text``."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tcnlm_tf.evaluation import document_batch
+    from tcnlm_tf.models.base import Context
+    from tcnlm_tf.pipeline import EOS_ID, UNK_ID
+
+    model = run.model
+    ids = [EOS_ID] + [run.lm_vocab.index.get(w, UNK_ID) for w in text.split()]
+    context = Context()
+    if model.context_inputs:
+        sentences = [s.split() for s in document.split("\t") if s.split()]
+        context = model.context(document_batch(run, [sentences]), training=False)
+    hidden, _ = model.encode(tf.constant([ids], tf.int32), context, training=False)
+    last = hidden[:, -1]
+    word_probs = np.exp(model.log_probs(last, context).numpy()[0])
+    q = model.softmax.sememe_probs(last).numpy()[0]
+    private = np.zeros(len(kb.sememes), bool)
+    private[kb.edge_sememe[kb.private[kb.edge_sense]]] = True
+    real = np.flatnonzero(~private)
+    best_words = np.argsort(-word_probs)[:top]
+    best_sememes = real[np.argsort(-q[real])[:top]]
+    return {"text": text,
+            "words": [(run.lm_vocab.words[i], float(word_probs[i])) for i in best_words],
+            "sememes": [(kb.sememes[k], float(q[k])) for k in best_sememes]}
+
+
+def format_prediction(result: dict) -> str:
+    lines = [f"after: {result['text'] or '(sentence start)'}",
+             f"  {'next word':<24} {'P(w|g)':>8}    {'sememe':<28} {'q_k':>6}"]
+    for (word, p), (sememe, q) in zip(result["words"], result["sememes"]):
+        lines.append(f"  {word:<24} {p:8.4f}    {sememe:<28} {q:6.3f}")
+    return "\n".join(lines)
+
+
+def write_tensorboard(run, results: list[dict]) -> None:
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(str(run.directory / "tensorboard" / "sememes"))
+    with writer.as_default():
+        for i, result in enumerate(results):
+            rows = ["| next word | P(w\\|g) | sememe | q_k |", "| --- | --- | --- | --- |"]
+            rows += [f"| {w} | {p:.4f} | {s} | {q:.3f} |"
+                     for (w, p), (s, q) in zip(result["words"], result["sememes"])]
+            tf.summary.text(f"sememes/{i}", f"after: *{result['text']}*\n\n" + "\n".join(rows),
+                            step=0)
+    writer.flush()
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = parser("sememes", __doc__.split(": ", 1)[1].split("\n\n")[0],
+               epilog='example: python -m evaluate.sememes --run runs/apnews-sdlm '
+                      '--text "the u.s. trade deficit is estimated at $ 40 billion"')
+    p.add_argument("--text", action="append", required=True,
+                   help="the words before the predicted position (repeatable)")
+    p.add_argument("--document", default="",
+                   help="TAB-separated sentences: the document context of models that read one")
+    args = p.parse_args(argv)
+    from tcnlm_tf import knowledge
+    from tcnlm_tf.decoders import knowledge_base_path
+    from tcnlm_tf.runs import load_run
+
+    run = load_run(args.run)
+    path = knowledge_base_path(run.directory)
+    if run.config.model.decoder != "sdlm" or not path.is_file():
+        raise UserError(f"{run.directory} is not an SDLM-decoded run (--decoder "
+                        f"{run.config.model.decoder}); train one with --model sdlm or "
+                        "--decoder sdlm")
+    kb = knowledge.load(path)
+    results = [predictions(run, kb, text, args.document) for text in args.text]
+    for result in results:
+        print(format_prediction(result))
+    write_tensorboard(run, results)
+    print(json.dumps(results, ensure_ascii=False))
+    return results
+
+
+if __name__ == "__main__":
+    main()

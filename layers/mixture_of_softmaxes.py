@@ -1,0 +1,139 @@
+"""Mixture-of-softmaxes output layer (Yang et al., 2018), with optional tied word embeddings.
+
+Reference: Z. Yang, Z. Dai, R. Salakhutdinov, W. W. Cohen, "Breaking the Softmax Bottleneck:
+A High-Rank RNN Language Model", ICLR 2018 (arXiv:1711.03953), Sec. 2.3, eq. 2. It is the
+strongest comparison decoder of the SDLM paper (Gu et al., 2018, EMNLP).
+"""
+from __future__ import annotations
+
+import numbers
+
+import keras
+import tensorflow as tf
+
+from layers.output_embedding import OutputEmbedding
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
+    """Mixture of ``N`` softmaxes over the vocabulary (Yang et al., 2018, eq. 2).
+
+    Model, for a context vector ``g`` in ``R^{H1}``:
+
+    * prior: ``pi = softmax(W_pi g)``, ``[N]``. No bias, as ``self.prior = nn.Linear(nhidlast,
+      n_experts, bias=False)`` in the authors' code;
+    * latent contexts: ``h_n = tanh(W_h g + b_h)`` reshaped to ``[N, H2]``, with dropout
+      (``latent_dropout``) on ``h`` in training. The authors use locked (variational) dropout
+      over time; this layer drops every position independently;
+    * ``logits_n = h_n X^T + b`` with ``X`` ``[V, H2]`` the word embeddings (tied, as in the
+      authors' code) and ``b`` ``[V]`` one output bias shared by the components;
+    * ``log P(w|g) = logsumexp_n(log pi_n + log_softmax(logits_n)[w])``.
+
+    With ``N = 1`` this is a tied softmax behind a ``tanh`` projection. Cost per position is
+    ``O(N H2 V)``, ``N`` times a full softmax, and ``[N, V]`` activations.
+
+    Weight tying: pass the model's ``keras.layers.Embedding`` as ``embedding`` to use its
+    ``embeddings`` (not owned, not in ``get_config``: the parent model passes it again, as
+    ``TiedSoftmax`` does); without it the layer owns a ``word_embeddings`` ``[V,
+    embedding_dim]`` weight (uniform in +-0.1, the authors' initialisation).
+
+    Shapes: :meth:`call` ``hidden [..., H1]`` -> ``log P(w|g)`` ``[..., V]`` (sums to one);
+    :meth:`target_log_prob` ``hidden [..., H1]``, int ``targets [...]`` -> ``[...]``.
+    ``H1`` must be known when the layer is built; under a mixed-precision policy construct the
+    layer with ``dtype="float32"``.
+
+    Args:
+        vocab_size: ``V``.
+        num_mixtures: ``N``; 15 is the authors' setting on PTB and WikiText-2.
+        embedding: a ``keras.layers.Embedding`` ``[V, H2]`` to tie to, or ``None``.
+        embedding_dim: ``H2`` of the layer's own word embeddings; required without
+            ``embedding``, and must equal ``embedding.output_dim`` with it.
+        latent_dropout: dropout rate on ``h`` in training.
+        **kwargs: passed to :class:`keras.layers.Layer` (``name``, ``dtype``, ...).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_mixtures: int = 15,
+        embedding: keras.layers.Embedding | None = None,
+        embedding_dim: int | None = None,
+        latent_dropout: float = 0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for what, value in (("vocab_size", vocab_size), ("num_mixtures", num_mixtures)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"MixtureOfSoftmaxes {what} must be a positive int, "
+                                 f"got {value!r}.")
+        if not 0.0 <= latent_dropout < 1.0:
+            raise ValueError(f"MixtureOfSoftmaxes latent_dropout must be in [0, 1), "
+                             f"got {latent_dropout!r}.")
+        self.vocab_size = int(vocab_size)
+        self.num_mixtures = int(num_mixtures)
+        self.latent_dropout = float(latent_dropout)
+        self._init_output_embedding(embedding, embedding_dim, self.vocab_size)
+        self.dropout = keras.layers.Dropout(self.latent_dropout, name="latent_dropout")
+
+    def build(self, input_shape):
+        h1 = input_shape[-1]
+        if h1 is None:
+            raise ValueError(f"MixtureOfSoftmaxes needs a known last input dimension, got "
+                             f"shape {input_shape}.")
+        self.input_dim = h1 = int(h1)
+        n, h2 = self.num_mixtures, self.embedding_dim
+        self.prior_kernel = self.add_weight(name="prior_kernel", shape=(h1, n),
+                                            initializer="glorot_uniform")
+        self.latent_kernel = self.add_weight(name="latent_kernel", shape=(h1, n * h2),
+                                             initializer="glorot_uniform")
+        self.latent_bias = self.add_weight(name="latent_bias", shape=(n * h2,),
+                                           initializer="zeros")
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros")
+        self._build_output_embedding(self.vocab_size)
+
+    def _components(self, hidden, training):
+        """``hidden [..., H1]`` -> (``log pi`` ``[T, N]``, component logits ``[T, N, V]``)."""
+        if not self.built:
+            self.build(hidden.shape)
+        g = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.input_dim])
+        log_prior = tf.nn.log_softmax(tf.matmul(g, self.prior_kernel), axis=-1)
+        latent = tf.tanh(tf.matmul(g, self.latent_kernel) + self.latent_bias)
+        latent = self.dropout(latent, training=training)
+        latent = tf.reshape(latent, [-1, self.embedding_dim])  # [T * N, H2]
+        logits = tf.matmul(latent, self._output_embeddings(), transpose_b=True) + self.output_bias
+        return log_prior, tf.reshape(logits, [-1, self.num_mixtures, self.vocab_size])
+
+    def call(self, hidden, training=False):
+        """``hidden [..., H1]`` -> ``log P(w|g)`` ``[..., V]``."""
+        log_prior, logits = self._components(hidden, training)
+        log_p = tf.reduce_logsumexp(log_prior[:, :, None] + tf.nn.log_softmax(logits, axis=-1),
+                                    axis=1)
+        return tf.reshape(log_p, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
+
+    def target_log_prob(self, hidden, targets, training=False):
+        """``log P(target|g)``: ``hidden [..., H1]``, int ``targets [...]`` -> ``[...]``.
+
+        Equals :meth:`call` gathered at ``targets`` without forming the mixed ``[..., V]``
+        distribution: each component's target log-probability is its target logit minus its
+        log-normaliser.
+        """
+        log_prior, logits = self._components(hidden, training)
+        t = tf.reshape(tf.cast(targets, tf.int32), [-1])
+        target_logits = tf.gather(logits, t[:, None], axis=2, batch_dims=1)[..., 0]  # [T, N]
+        component = target_logits - tf.reduce_logsumexp(logits, axis=-1)
+        log_p = tf.reduce_logsumexp(log_prior + component, axis=-1)
+        return tf.reshape(log_p, tf.shape(targets))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocab_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            num_mixtures=self.num_mixtures,
+            embedding_dim=self.embedding_dim,
+            latent_dropout=self.latent_dropout,
+        )
+        return config

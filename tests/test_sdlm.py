@@ -1,0 +1,149 @@
+"""SDLM (Gu et al. 2018) as a decoder of the project: the run keeps its knowledge base, the
+decoder goes on other models, the export's next-word distribution over the whole vocabulary
+sums to 1, evaluate.sememes explains a prediction, and the stream/SGD protocol options."""
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from evaluate.sememes import main as sememes_main
+from tcnlm_tf import knowledge
+from tcnlm_tf.config import RunConfig
+from tcnlm_tf.data import load_corpus
+from tcnlm_tf.decoders import knowledge_base_path
+from tcnlm_tf.evaluation import corpus_nll
+from tcnlm_tf.models.registry import MODELS
+from tcnlm_tf.pipeline import EOS_ID, PAD_ID
+from tcnlm_tf.runs import load_run
+from tests.conftest import TINY
+from train.run import build_parser, config_from_args, main
+from train.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("sdlm")
+
+
+def common(workdir, name):
+    return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
+            "--run-name", name]
+
+
+@pytest.fixture(scope="module")
+def sdlm_run(workdir):
+    main(TINY + ["--model", "sdlm", "--max-steps", "6"] + common(workdir, "sdlm"))
+    return workdir / "runs" / "sdlm"
+
+
+def test_the_run_keeps_the_synthetic_knowledge_base_of_its_vocabulary(sdlm_run):
+    config = RunConfig.load(sdlm_run / "config.json")
+    assert (config.model.decoder, config.model.knowledge_base) == ("sdlm", "synthetic")
+    kb = knowledge.load(knowledge_base_path(sdlm_run))
+    words = (sdlm_run / "lm_vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert list(kb.words) == words
+    # content words carry topic sememes, specials a private sense of their own
+    assert any(s.startswith("topic:") for s in kb.sememes)
+    assert all(kb.private[kb.senses_of(i)].all() for i in (PAD_ID, EOS_ID))
+    decoder = load_run(sdlm_run).model.softmax
+    assert decoder.__class__.__name__ == "SememeDecoder"
+
+
+def test_reloading_without_the_knowledge_base_source_gives_the_same_perplexity(
+        sdlm_run, workdir, tmp_path):
+    """The run directory alone rebuilds the decoder: the synthetic corpus's truth file, the
+    knowledge base's source, is not read again."""
+    run = load_run(sdlm_run)
+    corpus = load_corpus(run.config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    truth = corpus.source_dir / "truth.npz"
+    moved = tmp_path / "truth.npz"
+    truth.rename(moved)
+    try:
+        reloaded = load_run(sdlm_run)
+    finally:
+        moved.rename(truth)
+    from evaluate.common import read_documents, split_file
+    documents = read_documents(split_file(run, "valid"))
+    assert corpus_nll(reloaded, documents) == pytest.approx(corpus_nll(run, documents),
+                                                            rel=1e-6)
+
+
+def test_export_next_words_over_the_whole_vocabulary_sums_to_one(exports):
+    _, out = exports
+    run_dir, path = out["sdlm"]
+    run = load_run(run_dir)
+    loaded = tf.saved_model.load(str(path))
+    vocab = len(run.lm_vocab)
+    result = loaded.signatures["next_words"](context=tf.constant(["", "the"]),
+                                             documents=tf.constant(["", ""]),
+                                             k=tf.constant(vocab, tf.int32))
+    probabilities = result["probabilities"].numpy()
+    assert probabilities.shape == (2, vocab - 1)          # every word but <pad>
+    hidden, _ = run.model.encode(tf.constant([[EOS_ID]]), run.model.context({}))
+    pad = float(tf.exp(run.model.log_probs(hidden[:, -1], run.model.context({}))[0, PAD_ID]))
+    np.testing.assert_allclose(probabilities[0].sum() + pad, 1.0, atol=1e-5)
+    assert probabilities[1].sum() <= 1.0 + 1e-5
+
+
+def test_sememes_command_lists_words_and_real_sememes(sdlm_run, capsys):
+    results = sememes_main(["--run", str(sdlm_run), "--text", "the", "--text", "it was"])
+    printed = capsys.readouterr().out
+    assert [r["text"] for r in results] == ["the", "it was"]
+    kb = knowledge.load(knowledge_base_path(sdlm_run))
+    real = set(kb.sememes[:kb.num_real_sememes])
+    for result in results:
+        assert len(result["words"]) == 5 and len(result["sememes"]) == 5
+        assert {s for s, _ in result["sememes"]} <= real
+        probabilities = [p for _, p in result["words"]]
+        assert probabilities == sorted(probabilities, reverse=True)
+    assert "after: it was" in printed and json.loads(printed.strip().splitlines()[-1])
+    assert (sdlm_run / "tensorboard" / "sememes").is_dir()
+
+
+def test_sememes_command_refuses_a_run_without_the_decoder(workdir):
+    main(TINY + ["--model", "lstm", "--max-steps", "1"] + common(workdir, "plain"))
+    with pytest.raises(SystemExit) as exit_info:
+        sememes_main(["--run", str(workdir / "runs" / "plain"), "--text", "the"])
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("model", ["tcnlm", "tdlm"])
+def test_the_decoder_goes_on_a_topic_model(workdir, model):
+    metrics = main(TINY + ["--model", model, *MODELS[model].test_flags, "--decoder", "sdlm",
+                           "--max-steps", "2"] + common(workdir, f"{model}-sdlm"))
+    assert metrics["stopped"] == "max_steps"
+    assert load_run(workdir / "runs" / f"{model}-sdlm").model.softmax.__class__.__name__ \
+        == "SememeDecoder"
+
+
+def test_sgd_takes_plain_gradient_steps(workdir):
+    """--optimizer sgd: one training step moves every weight by exactly -lr times its
+    (clipped) gradient (no dropout, so the step's loss is the one computed here)."""
+    config = config_from_args(build_parser().parse_args(
+        TINY + ["--optimizer", "sgd", "--learning-rate", "0.5", "--mode", "stream",
+                "--dropout", "0"] + common(workdir, "sgd")))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    trainer = Trainer(config, corpus, workdir / "runs" / "sgd", log=lambda _: None)
+    assert isinstance(trainer.optimizer, keras.optimizers.SGD)
+    batch = next(iter(trainer.strategy.experimental_distribute_dataset(trainer.dataset("train"))))
+    variables = trainer.model.trainable_variables
+    before = [v.numpy() for v in variables]
+    with tf.GradientTape() as tape:
+        terms = trainer.model.loss_terms(batch, training=True)
+        loss = (terms["nll_sum"] + terms["aux_loss"]) / terms["tokens"]
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+    grads, _ = tf.clip_by_global_norm(grads, config.train.clip_norm)
+    trainer._train_step(batch, None)
+    for variable, old, grad in zip(variables, before, grads):
+        np.testing.assert_allclose(variable.numpy() - old, -0.5 * grad.numpy(), atol=1e-6,
+                                   err_msg=variable.path)
+
+
+@pytest.mark.parametrize("softmax,decoder", [("full", "softmax"), ("adaptive", "adaptive")])
+def test_configs_written_before_decoders_load_with_their_output_layer(softmax, decoder):
+    raw = RunConfig().to_dict()
+    del raw["model"]["decoder"]
+    raw["model"]["softmax"] = softmax
+    assert RunConfig.from_dict(raw).model.decoder == decoder
