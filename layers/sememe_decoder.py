@@ -258,13 +258,17 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         return tf.nn.log_softmax(self._sense_scores_t(g), axis=0)
 
     def _word_log_probs_t(self, g):
-        """eq. 9: ``log P(w|g)`` transposed, ``[V, N]`` (stable segment log-sum-exp)."""
-        sense_log_p = self._sense_log_probs_t(g)
+        """eq. 8-9: ``log P(w|g)`` transposed, ``[V, N]``: the log-sum-exp of the scores of
+        w's senses (a stable segment log-sum-exp, each word's own maximum subtracted) minus
+        the log-sum-exp over all words, which equals normalising over the senses first
+        (eq. 8) and summing a word's senses (eq. 9), but normalises a [V, N] tensor instead
+        of log-softmaxing the [M, N] one along its first axis (3x slower on CPU)."""
+        scores = self._sense_scores_t(g)
         sense_word = tf.constant(self.sense_word, tf.int32)
-        peak = tf.stop_gradient(tf.math.segment_max(sense_log_p, sense_word))  # [V, N]
-        total = tf.math.segment_sum(tf.exp(sense_log_p - tf.gather(peak, sense_word)),
-                                    sense_word)
-        return tf.math.log(total) + peak
+        peak = tf.stop_gradient(tf.math.segment_max(scores, sense_word))  # [V, N]
+        total = tf.math.segment_sum(tf.exp(scores - tf.gather(peak, sense_word)), sense_word)
+        word_scores = tf.math.log(total) + peak
+        return word_scores - tf.reduce_logsumexp(word_scores, axis=0, keepdims=True)
 
     def _unflatten(self, values_t, hidden, size):
         """``[size, N]`` -> ``[..., size]`` with the leading dimensions of ``hidden``."""
