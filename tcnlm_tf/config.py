@@ -40,6 +40,8 @@ STATEFUL_MODES = ("document", "stream")
 #: decoder (Gu et al. 2018), a mixture of softmaxes (Yang et al. 2018)
 DECODERS = ("adaptive", "softmax", "sdlm", "mos")
 OPTIMIZERS = ("adam", "sgd")
+#: --strategy: all local devices of one process, or one process per machine (TF_CONFIG)
+STRATEGIES = ("mirrored", "multi_worker")
 SEMEME_NORMALIZATIONS = ("left", "symmetric")
 #: where generation stops if no <eos> came (evaluate.generate, the SavedModel's generate)
 MAX_GENERATED_WORDS = 40
@@ -125,6 +127,7 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 20             # TensorBoard scalars every this many steps
     checkpoint_minutes: float = 10.0  # also checkpoint mid-epoch this often (0: epoch ends only)
+    strategy: str = "mirrored"      # or "multi_worker": one process per machine, from TF_CONFIG
 
 
 @dataclasses.dataclass
@@ -192,6 +195,8 @@ class RunConfig:
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
             (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
             (t.checkpoint_minutes >= 0, "--checkpoint-minutes must be >= 0"),
+            (t.strategy in STRATEGIES,
+             f"unknown --strategy {t.strategy!r}; choose one of {STRATEGIES}"),
             (not (m.tie_embeddings and m.decoder == "adaptive"),
              "--tie-embeddings shares the input embedding with a full output layer; "
              "use it with --decoder softmax (sdlm and mos are always tied)"),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tcnlm_tf.config import (DATASETS, DECODERS, MODES, OPTIMIZERS, PRESETS,
-                             SEMEME_NORMALIZATIONS, DataConfig, ModelConfig, RunConfig,
+                             SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
                              TrainConfig, apply_preset, default_cache_dir, default_data_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = parser.add_argument_group("training")
     train.add_argument("--optimizer", choices=OPTIMIZERS,
                        help="adam, or plain sgd as the PyTorch LM example (default: adam)")
-    train.add_argument("--batch-size", type=int, help="global batch size (64)")
+    train.add_argument("--batch-size", type=int, help="global batch size (64; with --strategy "
+                       "multi_worker, across all workers)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")
     train.add_argument("--learning-rate", type=float, help="learning rate (0.001)")
     train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
@@ -148,10 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-minutes", type=float,
                        help="also save a checkpoint this often within an epoch, so a killed "
                        "run loses at most this much work on --resume (10; 0: epoch ends only)")
+    train.add_argument("--strategy", choices=STRATEGIES,
+                       help="mirrored: every local GPU (or the CPU) of this process; "
+                       "multi_worker: one process per machine, the cluster and this process's "
+                       "place in it from $TF_CONFIG, the run directory on a shared filesystem "
+                       "(default: mirrored)")
     run = parser.add_argument_group("run directory")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"),
                      help="where run directories are created (default: runs)")
-    run.add_argument("--run-name", help="run directory name (default: <dataset>-<model>[-document])")
+    run.add_argument("--run-name", help="run directory name (default: <dataset>-<model>[-document|-stream])")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --runs-dir/--run-name from its latest checkpoint")
     return parser
@@ -233,6 +239,14 @@ def choose_run_dir(args: argparse.Namespace, config: RunConfig) -> Path:
     return run_dir
 
 
+def _write_atomically(path: Path, write) -> None:
+    """``write(temporary path)`` then rename it to ``path``: other workers reading ``path``
+    never see a half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
 def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
     print(title)
     for name, value in rows:
@@ -269,23 +283,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     # TensorFlow is imported only once flags and data are known to be good: fast errors.
+    from train.trainer import COLLECTIVE_ERRORS, collective_failure, is_chief, make_strategy
+
+    # before any other TensorFlow op: MultiWorkerMirroredStrategy must configure the runtime
+    strategy = make_strategy(config.train.strategy)
+    chief = is_chief(strategy)
+    if args.resume:
+        _check_vocabularies(run_dir, corpus)
+    if chief:   # the only writer of the run directory
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_atomically(run_dir / "config.json", config.save)
+        _write_atomically(run_dir / "lm_vocab.txt", corpus.lm_vocab.save)
+        _write_atomically(run_dir / "topic_vocab.txt", corpus.topic_vocab.save)
+    try:
+        return _train(args, config, corpus, run_dir, strategy)
+    except COLLECTIVE_ERRORS as error:
+        if config.train.strategy != "multi_worker":
+            raise
+        raise collective_failure(error) from None
+
+
+def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy
+           ) -> dict[str, Any]:
+    """Train (or resume) the run in ``run_dir`` with ``strategy``; test it unless stopped by
+    --max-steps. Returns its metrics."""
     from tcnlm_tf import baselines
     from tcnlm_tf.metrics import perplexity
     from train.trainer import Trainer, count_parameters
 
-    if args.resume:
-        _check_vocabularies(run_dir, corpus)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config.save(run_dir / "config.json")
-    corpus.lm_vocab.save(run_dir / "lm_vocab.txt")
-    corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
     print(f"run directory: {run_dir}")
     print(f"corpus {corpus.name}: LM vocabulary {len(corpus.lm_vocab)}, topic vocabulary "
           f"{len(corpus.topic_vocab)}, " + ", ".join(
               f"{s} {a.num_documents} docs / {a.num_predicted_tokens} tokens"
               for s, a in corpus.splits.items()))
 
-    trainer = Trainer(config, corpus, run_dir)
+    trainer = Trainer(config, corpus, run_dir, strategy=strategy)
     if args.resume:
         trainer.resume()
     else:
@@ -294,7 +326,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"model {config.model.model} ({config.model.mode} mode"
           + "".join(f", {k} {v}" for k, v in sorted(config.model.options.items())) + "): "
           f"{parameters:,} parameters on "
-          f"{trainer.num_replicas} replica(s)")
+          f"{trainer.num_replicas} replica(s)"
+          + (f" ({'chief' if trainer.chief else 'not the chief'} of a multi-worker cluster)"
+             if trainer.multi_worker else ""))
     reason = trainer.fit()
     if reason == "max_steps":
         return trainer.write_metrics(stopped="max_steps", parameters=parameters)
@@ -315,7 +349,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                     baselines={"unigram": unigram, "oracle": oracle})
     print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",
                 [("unigram", unigram), (config.model.model, test_ppl), ("oracle", oracle)])
-    print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir {run_dir}")
+    if trainer.chief:
+        print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir {run_dir}")
     return metrics
 
 

@@ -23,6 +23,14 @@ custom loop with ``strategy.run``:
   of every task in one random order (a function of the seed and the epoch, so a resumed epoch
   continues the same order), each step normalised by its task's global count and all-reduced
   like the language model's; ``max_steps`` counts language-model steps;
+* ``--strategy multi_worker``: ``tf.distribute.MultiWorkerMirroredStrategy``, one process
+  per machine, the cluster from ``TF_CONFIG``. Every worker builds the same global batches;
+  ``experimental_distribute_dataset`` rebatches each into per-replica slices and shards them
+  by data (``AutoShardPolicy.DATA``), so each worker computes its own slice of every global
+  batch and the step is the one a single process takes. Only the chief writes the run
+  directory; the other workers save their (collective) checkpoints to a scratch directory
+  and delete them, and restore the chief's. A collective that waits longer than
+  :func:`collective_timeout` seconds (a worker died) fails instead of hanging;
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms and each
   task's loss (``train/<task>_loss``) under ``train/<name>``, ``valid/perplexity`` and
@@ -30,9 +38,13 @@ custom loop with ``strategy.run``:
 """
 from __future__ import annotations
 
+import atexit
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -45,19 +57,94 @@ from tcnlm_tf.checkpoints import model_checkpoint
 from tcnlm_tf import decoders
 from tcnlm_tf.config import STATEFUL_MODES, RunConfig
 from tcnlm_tf.data import Corpus
+from tcnlm_tf.errors import UserError
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, Task
 from tcnlm_tf import pipeline
 
 SUM = tf.distribute.ReduceOp.SUM
+#: seconds a multi-worker collective (all-reduce, barrier) waits for the other workers
+#: before it fails; the environment variable TCNLM_COLLECTIVE_TIMEOUT overrides it
+COLLECTIVE_TIMEOUT = 300.0
+#: what a failed collective raises (timed out, or aborted because a peer went away)
+COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                     tf.errors.CancelledError, tf.errors.AbortedError)
 
 
-def make_strategy() -> tf.distribute.Strategy:
-    """MirroredStrategy over all local GPUs, or over the CPU when there is none."""
+def collective_timeout() -> float:
+    """:data:`COLLECTIVE_TIMEOUT`, or ``$TCNLM_COLLECTIVE_TIMEOUT`` when set."""
+    value = os.environ.get("TCNLM_COLLECTIVE_TIMEOUT")
+    if value is None:
+        return COLLECTIVE_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise UserError(f"TCNLM_COLLECTIVE_TIMEOUT must be a positive number of seconds, "
+                        f"got {value!r}")
+    return seconds
+
+
+def make_strategy(kind: str = "mirrored") -> tf.distribute.Strategy:
+    """``mirrored``: MirroredStrategy over all local GPUs, or over the CPU when there is none.
+    ``multi_worker``: MultiWorkerMirroredStrategy over the cluster in ``$TF_CONFIG`` (create it
+    before any other TensorFlow op of the process runs)."""
+    if kind == "multi_worker":
+        return make_multi_worker_strategy()
     gpus = tf.config.list_logical_devices("GPU")
     devices = [d.name for d in gpus] if gpus else ["/cpu:0"]
     return tf.distribute.MirroredStrategy(devices=devices)
+
+
+def make_multi_worker_strategy() -> tf.distribute.Strategy:
+    """MultiWorkerMirroredStrategy from ``$TF_CONFIG`` whose collectives time out after
+    :func:`collective_timeout` seconds."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise UserError("--strategy multi_worker needs the TF_CONFIG environment variable, e.g. "
+                        'TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                        '"task": {"type": "worker", "index": 0}}\'')
+    try:
+        tf_config = json.loads(raw)
+        task = tf_config["task"]
+        workers = tf_config["cluster"][task["type"]]
+        if not 0 <= int(task["index"]) < len(workers):
+            raise ValueError
+    except (ValueError, TypeError, KeyError):
+        raise UserError(f"TF_CONFIG is not valid: expected a JSON object with "
+                        f'"cluster" (task type -> host:port list) and "task" ("type" and '
+                        f'an "index" into that list), got {raw!r}') from None
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=collective_timeout())
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the run directory: always for a single process; in a
+    cluster the ``chief`` task, or ``worker`` 0 when there is no chief."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    return (resolver.task_type == "worker" and resolver.task_id == 0
+            and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def collective_failure(error: Exception) -> UserError:
+    """The one-line message for a multi-worker collective that failed or timed out."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if any(
+        word in line.lower() for word in ("unhealthy", "heartbeat", "deadline", "timed out",
+                                          "timeout", "aborted", "unavailable"))]
+    detail = (telling or lines or [""])[0]
+    return UserError(f"multi-worker training failed: a collective operation did not complete "
+                     f"within the {collective_timeout():g} s timeout or was aborted (did another "
+                     f"worker die or become unreachable? restart all workers with --resume; "
+                     f"TCNLM_COLLECTIVE_TIMEOUT sets the timeout): "
+                     f"{type(error).__name__}: {detail[:300]}")
 
 
 def _dense(grad, variable):
@@ -95,15 +182,22 @@ class Trainer:
         self.corpus = corpus
         self.run_dir = Path(run_dir)
         self.log = log
-        self.strategy = strategy or make_strategy()
-        decoders.ensure_knowledge_base(config, corpus, self.run_dir, log)
+        self.strategy = strategy or make_strategy(config.train.strategy)
+        self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        #: only the chief writes the run directory; other workers write to a scratch one
+        self.chief = is_chief(self.strategy)
+        self.files_dir = (self.run_dir if self.chief
+                          else Path(tempfile.mkdtemp(prefix="tcnlm-worker-")))
+        if not self.chief:
+            atexit.register(shutil.rmtree, self.files_dir, ignore_errors=True)
+        decoders.ensure_knowledge_base(config, corpus, self.files_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
         keras.utils.set_random_seed(train.seed)
         self.examples = {}
         with self.strategy.scope():
             self.model: LanguageModel = build_model(config, corpus.lm_vocab, corpus.topic_vocab,
-                                                    self.run_dir)
+                                                    self.files_dir)
             self.tasks: list[Task] = self.model.tasks()
             self.optimizer = make_optimizer(train.optimizer, train.learning_rate)
             self.task_optimizers = {task.name: make_optimizer(train.optimizer,
@@ -121,11 +215,13 @@ class Trainer:
             **{f"optimizer_{name}": opt for name, opt in self.task_optimizers.items()},
             batch_in_epoch=self.batch_in_epoch, learning_rate=self.learning_rate,
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
+        # Every worker saves (saving may involve collectives); only the chief's are kept.
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.run_dir / "checkpoints", max_to_keep=3)
+            self.checkpoint, self.files_dir / "checkpoints", max_to_keep=3)
         self.best_manager = tf.train.CheckpointManager(
-            model_checkpoint(self.model), self.run_dir / "best", max_to_keep=1)
-        self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+            model_checkpoint(self.model), self.files_dir / "best", max_to_keep=1)
+        self.writer = (tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+                       if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
         self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
@@ -133,6 +229,7 @@ class Trainer:
                             for task in self.tasks}
         self._task_evals = {task.name: tf.function(self._task_eval(task), reduce_retracing=True)
                             for task in self.tasks if task.validate}
+        self._barrier = tf.function(self._distributed_barrier)
 
     @property
     def step(self) -> int:
@@ -155,6 +252,15 @@ class Trainer:
                                      self.examples.get(split),
                                      self.model.document_features(split, arrays))
 
+    def distribute(self, dataset: tf.data.Dataset):
+        """``dataset`` (global batches) split among the replicas. Sharded by data: every
+        worker runs the whole pipeline, rebatched into per-replica slices, and keeps its own
+        replicas' slices of each global batch (exactly what one process would compute)."""
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA)
+        return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
+
     def _build(self) -> None:
         """Create every variable (model, tasks and optimisers) so checkpoints can be restored."""
         batch = next(iter(self.dataset("valid").take(1)))
@@ -168,10 +274,10 @@ class Trainer:
 
     def prepare(self) -> None:
         """The model's one-off work for a fresh run (:meth:`LanguageModel.prepare`)."""
-        self.model.prepare(self.corpus, self.run_dir, self.log)
+        self.model.prepare(self.corpus, self.files_dir, self.log)
 
     # ----------------------------------------------------------------- steps
-    def _replica_train_step(self, batch, state):
+    def _replica_train_step(self, batch, state, due):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
@@ -185,7 +291,7 @@ class Trainer:
         return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],
                 "examples": terms["examples"], "aux_loss": terms["aux_loss"],
                 "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
-                "state": terms["state"]}
+                "due": tf.identity(due), "state": terms["state"]}
 
     def _task_step(self, task: Task) -> Callable:
         """The distributed training step of a further task: its summed loss divided by the
@@ -214,8 +320,10 @@ class Trainer:
         """A further task's loss terms on one batch, without training."""
         return lambda batch: task.loss_terms(batch, False)
 
-    def _distributed_train_step(self, batch, state):
-        out = self.strategy.run(self._replica_train_step, args=(batch, state))
+    def _distributed_train_step(self, batch, state, due):
+        """One language-model step; ``due`` (1.0 where this worker's clock says a checkpoint
+        is due) comes back summed over the replicas, so every worker decides alike."""
+        out = self.strategy.run(self._replica_train_step, args=(batch, state, due))
         return self._reduce(out), out["state"]
 
     def _replica_eval_step(self, batch, state):
@@ -225,6 +333,24 @@ class Trainer:
     def _distributed_eval_step(self, batch, state):
         out = self.strategy.run(self._replica_eval_step, args=(batch, state))
         return self._reduce(out), out["state"]
+
+    def _distributed_barrier(self):
+        """An all-reduce of a constant: returns once every worker has reached it."""
+        return self.strategy.run(
+            lambda: tf.distribute.get_replica_context().all_reduce(SUM, tf.ones([])))
+
+    def barrier(self) -> None:
+        """Wait for the other workers (multi-worker only), e.g. for the chief's files."""
+        if self.multi_worker:
+            self._barrier()
+
+    def save(self, manager: tf.train.CheckpointManager) -> None:
+        """Every worker saves (saving may involve collectives); a worker other than the chief
+        saves to its scratch directory and deletes it again (TensorFlow's multi-worker
+        recipe)."""
+        manager.save(checkpoint_number=self.step)
+        if not self.chief:
+            shutil.rmtree(manager.directory, ignore_errors=True)
 
     def _reduce(self, out: dict) -> dict:
         """Sum every per-replica scalar (nested dicts too) except the carried state."""
@@ -236,7 +362,7 @@ class Trainer:
     def evaluate(self, split: str) -> tuple[float, float]:
         """Total NLL and number of predicted tokens of ``split`` (dropout off)."""
         nll, tokens, state = 0.0, 0.0, None
-        for batch in self.strategy.experimental_distribute_dataset(self.dataset(split)):
+        for batch in self.distribute(self.dataset(split)):
             sums, new_state = self._eval_step(batch, state)
             state = new_state if self.uses_state else None
             nll += float(sums["nll_sum"])
@@ -268,7 +394,8 @@ class Trainer:
     # -------------------------------------------------------------- training
     def resume(self) -> bool:
         """Restore the latest checkpoint; False when the run has none."""
-        latest = self.manager.latest_checkpoint
+        # the chief's checkpoints, on every worker
+        latest = tf.train.latest_checkpoint(str(self.run_dir / "checkpoints"))
         if latest is None:
             return False
         self.checkpoint.restore(latest).assert_consumed()
@@ -291,7 +418,7 @@ class Trainer:
         train = self.config.train
         while int(self.epoch) < train.epochs:
             if not self._train_epoch():
-                self.manager.save(checkpoint_number=self.step)
+                self.save(self.manager)
                 self.log(f"stopped after {self.step} steps (--max-steps); "
                          f"checkpoint in {self.manager.directory}; continue with --resume")
                 return "max_steps"
@@ -327,7 +454,7 @@ class Trainer:
         num_batches = len(order)
         skip = int(self.batch_in_epoch)
         done = np.bincount(order[:skip], minlength=len(datasets))
-        iterators = [iter(self.strategy.experimental_distribute_dataset(d.skip(int(n))))
+        iterators = [iter(self.distribute(d.skip(int(n))))
                      for d, n in zip(datasets, done)]
         progress = Progress(num_batches, self.log, [f"{t.name}_loss" for t in self.tasks])
         self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches"
@@ -353,7 +480,9 @@ class Trainer:
                                               / max(task_epoch[task.name][1], 1.0))
                 progress.update(index + 1, **shown)
                 continue
-            sums, new_state = self._train_step(batch, state)
+            due = bool(train.checkpoint_minutes) and (
+                time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes)
+            sums, new_state = self._train_step(batch, state, tf.constant(float(due)))
             state = new_state if self.uses_state else None
             step = self.step
             nll, tokens = float(sums["nll_sum"]), float(sums["tokens"])
@@ -370,9 +499,8 @@ class Trainer:
                 self._log_train_window(step, window, sums, task_sums)
             if train.max_steps is not None and step >= train.max_steps:
                 return False
-            if (train.checkpoint_minutes
-                    and time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes):
-                self.manager.save(checkpoint_number=step)
+            if float(sums["due"]) > 0:
+                self.save(self.manager)
                 last_checkpoint = time.monotonic()
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
@@ -416,7 +544,7 @@ class Trainer:
         if improved:
             self.best_valid.assign(valid_ppl)
             self.bad_epochs.assign(0)
-            self.best_manager.save(checkpoint_number=step)
+            self.save(self.best_manager)
         else:
             self.bad_epochs.assign_add(1)
             self.learning_rate.assign(self.learning_rate * train.lr_decay)
@@ -426,7 +554,7 @@ class Trainer:
                              **{f"valid_{name}": value for name, value in valid_tasks.items()}})
         self.epoch.assign(epoch)
         self.batch_in_epoch.assign(0)
-        self.manager.save(checkpoint_number=step)
+        self.save(self.manager)
         self.write_metrics()
         tasks = "".join(f", {task.name} loss {self.epoch_summary[task.name + '_loss']:.4f}"
                         for task in self.tasks)
@@ -440,12 +568,14 @@ class Trainer:
 
     def restore_best(self) -> None:
         """Load the weights with the best validation perplexity (if any epoch finished)."""
-        if self.best_manager.latest_checkpoint:
-            model_checkpoint(self.model).restore(
-                self.best_manager.latest_checkpoint).assert_consumed()
+        self.barrier()   # the chief has written best/
+        best = tf.train.latest_checkpoint(str(self.run_dir / "best"))
+        if best:
+            model_checkpoint(self.model).restore(best).assert_consumed()
 
     def write_metrics(self, **extra: Any) -> dict[str, Any]:
-        """Write ``metrics.json`` (history, best validation perplexity, any ``extra``)."""
+        """Write ``metrics.json`` (history, best validation perplexity, any ``extra``; the
+        chief only) and return its contents."""
         path = self.run_dir / "metrics.json"
         metrics = json.loads(path.read_text()) if path.is_file() else {}
         metrics.update({"dataset": self.config.data.dataset, "model": self.config.model.model,
@@ -454,7 +584,8 @@ class Trainer:
                         "best_valid_perplexity": (None if math.isinf(float(self.best_valid))
                                                   else float(self.best_valid))})
         metrics.update(extra)
-        path.write_text(json.dumps(metrics, indent=2) + "\n")
+        if self.chief:
+            path.write_text(json.dumps(metrics, indent=2) + "\n")
         return metrics
 
     def log_test_perplexity(self, value: float) -> None:

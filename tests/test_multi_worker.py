@@ -1,0 +1,114 @@
+"""``--strategy multi_worker``: two worker processes on this machine (a two-worker
+``TF_CONFIG`` cluster on 127.0.0.1) take exactly the optimiser steps that one process takes
+with the same global batch, also across a restart of both workers with ``--resume``. If the
+input were not sharded exactly (each worker training on the whole global batch, or on the
+wrong slice) the weights would differ. Only the chief writes the run directory."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT, TINY
+
+#: seconds for each launch of the two workers (each imports TensorFlow and trains 2-3 steps)
+LAUNCH_TIMEOUT = 150
+#: no dropout: the two workers draw masks for their halves, one process for the whole batch
+FLAGS = [*TINY, "--model", "lstm", "--dropout", "0"]
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:   # closed just before the workers bind them
+        sock.close()
+    return ports
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **extra)
+    return env
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _run_workers(args: list[str], count: int = 2) -> list[str]:
+    """Launch ``count`` workers of one cluster with ``args``; their stdouts (all must exit 0
+    within LAUNCH_TIMEOUT seconds, else all are killed and the test fails)."""
+    ports = _free_ports(count)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "train.run", *args, "--strategy", "multi_worker"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                       "task": {"type": "worker", "index": index}}),
+                 TCNLM_COLLECTIVE_TIMEOUT=str(LAUNCH_TIMEOUT)))
+        for index in range(count)]
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=LAUNCH_TIMEOUT))
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        tails = [_tail(proc.communicate()[1]) for proc in procs]
+        pytest.fail(f"multi-worker run did not finish in {LAUNCH_TIMEOUT} s:\n"
+                    + "\n".join(f"--- worker {i} stderr:\n{t}" for i, t in enumerate(tails)))
+    for index, (proc, (_, stderr)) in enumerate(zip(procs, outputs)):
+        assert proc.returncode == 0, f"worker {index} exited {proc.returncode}:\n{_tail(stderr)}"
+    return [stdout for stdout, _ in outputs]
+
+
+def _run_single(args: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "train.run", *args, "--strategy", "mirrored"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, env=_env(),
+                            timeout=LAUNCH_TIMEOUT)
+    assert result.returncode == 0, _tail(result.stderr)
+
+
+def _weights(run_dir) -> tuple[list[np.ndarray], str]:
+    from tcnlm_tf.runs import load_run
+
+    run = load_run(run_dir)
+    return [w.numpy() for w in run.model.weights], run.checkpoint
+
+
+def test_two_workers_match_one_process(tmp_path):
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    single = [*FLAGS, *cache, "--runs-dir", str(tmp_path / "single"), "--run-name", "run",
+              "--max-steps", "5"]
+    # the single process first: it also fills the corpus cache the workers then share
+    _run_single(single)
+
+    runs = tmp_path / "multi"
+    multi = [*FLAGS, *cache, "--runs-dir", str(runs), "--run-name", "run"]
+    outputs = _run_workers(multi)   # --max-steps 3 (TINY)
+    assert "(chief of a multi-worker cluster)" in outputs[0], outputs[0]
+    assert "(not the chief of a multi-worker cluster)" in outputs[1], outputs[1]
+    # only the chief wrote the run directory, and nothing of the other worker's is left
+    assert sorted(p.name for p in (runs / "run").iterdir()) == [
+        "checkpoints", "config.json", "lm_vocab.txt", "metrics.json", "tensorboard",
+        "topic_vocab.txt"]
+    assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 3
+
+    # restart both workers: each restores the chief's step-3 checkpoint and goes on to 5
+    outputs = _run_workers([*multi, "--resume", "--max-steps", "5"])
+    assert all("resumed from" in out and "step 3" in out for out in outputs), outputs
+    assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 5
+
+    multi_weights, multi_checkpoint = _weights(runs / "run")
+    single_weights, single_checkpoint = _weights(tmp_path / "single" / "run")
+    assert multi_checkpoint.endswith("ckpt-5") and single_checkpoint.endswith("ckpt-5")
+    assert len(multi_weights) == len(single_weights) > 0
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(multi_weights, single_weights))
+    assert diff < 1e-5, f"two workers and one process trained different weights: {diff}"
