@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("run directory")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"),
                      help="where run directories are created (default: runs)")
-    run.add_argument("--run-name", help="run directory name (default: <dataset>-<model>[-document|-stream])")
+    run.add_argument("--run-name", help="run directory name "
+                     "(default: <dataset>-<model>[-document|-stream])")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --runs-dir/--run-name from its latest checkpoint")
     return parser
