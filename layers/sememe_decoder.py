@@ -59,8 +59,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
       ``C_{k,s} = 1/|E(s)|`` (``normalization="left"``) or ``1/sqrt(|E(s)| |D(e_k)|)``
       (``"symmetric"``). The per-sense bias ``c_s`` (zero-initialised) is in the authors'
       code but not in the paper; ``sense_bias=False`` drops it;
-    * eq. 9, word predictor: ``log P(w|g) = logsumexp_{s in S(w)} log P(s|g)``, a segment
-      log-sum-exp over ``sense_word`` that subtracts each word's largest sense log-probability.
+    * eq. 9, word predictor: ``log P(w|g) = logsumexp_{s in S(w)} log P(s|g)``, computed as
+      the segment log-sum-exp of the scores of w's senses (each word's largest score
+      subtracted) minus the log-sum-exp of those over all words, which is the same.
 
     Weight tying (Sec. 3.4): the output embedding ``w_s`` of every sense of word ``w`` is the
     word's input embedding ``x_w``. Pass the model's ``keras.layers.Embedding`` as
@@ -76,9 +77,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     (a constant sparse ``[M, K]`` matrix with ``E`` non-zeros times ``alpha_r * q``). Per token
     that costs ``O(R H1 H2 + R H2 V + K H1 + R E + R M)`` multiply-adds, dominated by the
     ``R H2 V`` term, i.e. about ``R`` times a tied full softmax (``H2 V``), and
-    ``O(R (V + M) + K)`` activation memory. Measured on CPU at V=5000, M=7000, E=19903,
-    K=1500, H1=H2=650, R=5 and 20 x 35 tokens, one forward and backward pass takes
-    7.5-10 times as long as a tied full softmax.
+    ``O(R (V + M) + K)`` activation memory. ``python -m benchmarks.bench_decoders`` measures
+    it beside a tied full softmax (RESULTS.md: 15-19 times its time at the APNEWS vocabulary
+    with WordNet, on 2 CPU cores).
 
     Shapes (``...`` = any leading dimensions, e.g. ``[B]`` or ``[B, L]``):
 
