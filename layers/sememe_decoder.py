@@ -60,8 +60,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
       (``"symmetric"``). The per-sense bias ``c_s`` (zero-initialised) is in the authors'
       code but not in the paper; ``sense_bias=False`` drops it;
     * eq. 9, word predictor: ``log P(w|g) = logsumexp_{s in S(w)} log P(s|g)``, computed as
-      the segment log-sum-exp of the scores of w's senses (each word's largest score
-      subtracted) minus the log-sum-exp of those over all words, which is the same.
+      the log-sum-exp of w's sense scores minus that of all senses' (see _word_log_probs_t).
 
     Weight tying (Sec. 3.4): the output embedding ``w_s`` of every sense of word ``w`` is the
     word's input embedding ``x_w``. Pass the model's ``keras.layers.Embedding`` as
