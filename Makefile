@@ -19,10 +19,10 @@ $(VENV)/.installed: requirements.txt
 install: wordnet $(VENV)/.installed
 
 ## wordnet: install Debian's wordnet-base if WordNet is missing and apt-get is usable
-## (apt-get update only if the first try fails); never fails: without it only
-## --knowledge-base wordnet and its test are unavailable.
+## (apt-get update only if the first try fails); never fails, so `make demo` works without
+## it, but then --knowledge-base wordnet is unavailable and its test fails, naming the fix.
 wordnet:
-	@test -f $(WORDNET_DIR)/data.noun || { command -v apt-get >/dev/null && { $(APT_INSTALL) || { apt-get update -q && $(APT_INSTALL); }; }; } || echo "note: WordNet not installed (apt-get install wordnet-base); --knowledge-base wordnet will be unavailable"
+	@test -f $(WORDNET_DIR)/data.noun || { command -v apt-get >/dev/null && { $(APT_INSTALL) || { apt-get update -q && $(APT_INSTALL); }; }; } || echo "note: WordNet not installed (apt-get install wordnet-base); --knowledge-base wordnet and its test will fail"
 
 ## demo: train the LSTM baseline on the embedded synthetic corpus and print
 ## unigram / LSTM / oracle test perplexity side by side.

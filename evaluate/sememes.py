@@ -35,9 +35,7 @@ def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
     last = hidden[:, -1]
     word_probs = np.exp(model.log_probs(last, context).numpy()[0])
     q = model.softmax.sememe_probs(last).numpy()[0]
-    private = np.zeros(len(kb.sememes), bool)
-    private[kb.edge_sememe[kb.private[kb.edge_sense]]] = True
-    real = np.flatnonzero(~private)
+    real = np.arange(kb.num_real_sememes)   # the private sememes come after the real ones
     best_words = np.argsort(-word_probs)[:top]
     best_sememes = real[np.argsort(-q[real])[:top]]
     return {"text": text,

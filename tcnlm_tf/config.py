@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import all_options, spec_of
 
@@ -161,7 +162,9 @@ class RunConfig:
         return cls(**values)
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        """``config.json``, written atomically (a reader never sees half a file)."""
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
     @classmethod
     def load(cls, path: Path) -> "RunConfig":

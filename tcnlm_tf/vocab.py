@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tcnlm_tf.corpus import Document
+from tcnlm_tf.corpus import Document, write_lines
 from tcnlm_tf.errors import UserError
 
 PAD = "<pad>"
@@ -54,7 +54,8 @@ class Vocabulary:
         return self.index.get(word, self.unk_id)
 
     def save(self, path: Path) -> None:
-        Path(path).write_text("\n".join(self.words) + "\n", encoding="utf-8")
+        """One word per line, written atomically (a reader never sees half a file)."""
+        write_lines(path, self.words)
 
     @classmethod
     def load(cls, path: Path, unk: str | None = None) -> "Vocabulary":

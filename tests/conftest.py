@@ -42,6 +42,12 @@ def tiny_models() -> dict[str, list[str]]:
 
 
 TINY_MODELS = tiny_models()
+
+
+def run_flags(workdir: Path, name: str) -> list[str]:
+    """train.run flags that put run ``name`` and the corpus cache under ``workdir``."""
+    return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
+            "--run-name", name]
 #: the registered models that have topics
 TOPIC_MODELS = [name for name, spec in MODELS.items() if spec.has_topics]
 

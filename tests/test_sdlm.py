@@ -17,7 +17,7 @@ from tcnlm_tf.evaluation import corpus_nll
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID
 from tcnlm_tf.runs import load_run
-from tests.conftest import TINY
+from tests.conftest import TINY, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
@@ -27,14 +27,9 @@ def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("sdlm")
 
 
-def common(workdir, name):
-    return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
-            "--run-name", name]
-
-
 @pytest.fixture(scope="module")
 def sdlm_run(workdir):
-    main(TINY + ["--model", "sdlm", "--max-steps", "6"] + common(workdir, "sdlm"))
+    main(TINY + ["--model", "sdlm", "--max-steps", "6"] + run_flags(workdir, "sdlm"))
     return workdir / "runs" / "sdlm"
 
 
@@ -103,7 +98,7 @@ def test_sememes_command_lists_words_and_real_sememes(sdlm_run, capsys):
 
 
 def test_sememes_command_refuses_a_run_without_the_decoder(workdir):
-    main(TINY + ["--model", "lstm", "--max-steps", "1"] + common(workdir, "plain"))
+    main(TINY + ["--model", "lstm", "--max-steps", "1"] + run_flags(workdir, "plain"))
     with pytest.raises(SystemExit) as exit_info:
         sememes_main(["--run", str(workdir / "runs" / "plain"), "--text", "the"])
     assert exit_info.value.code == 2
@@ -112,7 +107,7 @@ def test_sememes_command_refuses_a_run_without_the_decoder(workdir):
 @pytest.mark.parametrize("model", ["tcnlm", "tdlm"])
 def test_the_decoder_goes_on_a_topic_model(workdir, model):
     metrics = main(TINY + ["--model", model, *MODELS[model].test_flags, "--decoder", "sdlm",
-                           "--max-steps", "2"] + common(workdir, f"{model}-sdlm"))
+                           "--max-steps", "2"] + run_flags(workdir, f"{model}-sdlm"))
     assert metrics["stopped"] == "max_steps"
     assert load_run(workdir / "runs" / f"{model}-sdlm").model.softmax.__class__.__name__ \
         == "SememeDecoder"
@@ -123,7 +118,7 @@ def test_sgd_takes_plain_gradient_steps(workdir):
     (clipped) gradient (no dropout, so the step's loss is the one computed here)."""
     config = config_from_args(build_parser().parse_args(
         TINY + ["--optimizer", "sgd", "--learning-rate", "0.5", "--mode", "stream",
-                "--dropout", "0"] + common(workdir, "sgd")))
+                "--dropout", "0"] + run_flags(workdir, "sgd")))
     corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
     trainer = Trainer(config, corpus, workdir / "runs" / "sgd", log=lambda _: None)
     assert isinstance(trainer.optimizer, keras.optimizers.SGD)

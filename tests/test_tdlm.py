@@ -12,7 +12,7 @@ from tcnlm_tf import pipeline, synthetic
 from tcnlm_tf.data import encode_split, load_corpus, source_dir
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.vocab import UNK, Vocabulary
-from tests.conftest import TINY
+from tests.conftest import TINY, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
@@ -24,14 +24,9 @@ def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("tdlm")
 
 
-def common(workdir, name):
-    return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
-            "--run-name", name]
-
-
 def trainer_for(workdir, *flags, name="t"):
     config = config_from_args(build_parser().parse_args(
-        TINY + TDLM + list(flags) + common(workdir, name)))
+        TINY + TDLM + list(flags) + run_flags(workdir, name)))
     corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
     return Trainer(config, corpus, workdir / "runs" / name, log=lambda _: None)
 
@@ -121,7 +116,7 @@ def test_resume_restores_both_optimisers_mid_epoch(workdir):
 
 def dominant_topics(workdir):
     """Each synthetic document's dominant true topic, per split (a document label)."""
-    config = config_from_args(build_parser().parse_args(TINY + common(workdir, "x")))
+    config = config_from_args(build_parser().parse_args(TINY + run_flags(workdir, "x")))
     truth = synthetic.load_truth(source_dir(config.data, workdir / "cache"))
     return {split: truth.theta[split].argmax(1) for split in truth.theta}
 
@@ -141,7 +136,7 @@ def test_labels_task_and_tags_on_the_synthetic_corpus(workdir):
                                                for s, t in topics.items()})
     whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
     metrics = main(whole_epoch + TDLM + ["--doc-labels", str(labels), "--doc-tags", str(tags)]
-                   + common(workdir, "ext"))
+                   + run_flags(workdir, "ext"))
     assert "labels_correct" in metrics["test_tasks"]
     assert 0.0 <= metrics["test_tasks"]["labels_correct"] <= 1.0
     assert "valid_labels_correct" in metrics["epochs"][-1]
@@ -197,7 +192,7 @@ def test_bad_side_inputs_are_one_line_errors_before_training(workdir, tmp_path, 
              "garbage": tmp_path / "garbage.bin", "wrong_dim": tmp_path / "wrong.txt"}
     flags = [f.format(**paths) for f in flags]
     with pytest.raises(SystemExit) as exit_info:
-        main(TINY + flags + common(workdir, "bad"))
+        main(TINY + flags + run_flags(workdir, "bad"))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err

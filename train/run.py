@@ -240,14 +240,6 @@ def choose_run_dir(args: argparse.Namespace, config: RunConfig) -> Path:
     return run_dir
 
 
-def _write_atomically(path: Path, write) -> None:
-    """``write(temporary path)`` then rename it to ``path``: other workers reading ``path``
-    never see a half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
     print(title)
     for name, value in rows:
@@ -293,9 +285,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _check_vocabularies(run_dir, corpus)
     if chief:   # the only writer of the run directory
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(run_dir / "config.json", config.save)
-        _write_atomically(run_dir / "lm_vocab.txt", corpus.lm_vocab.save)
-        _write_atomically(run_dir / "topic_vocab.txt", corpus.topic_vocab.save)
+        config.save(run_dir / "config.json")   # each written atomically: other workers
+        corpus.lm_vocab.save(run_dir / "lm_vocab.txt")   # reading it never see half a file
+        corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
     try:
         return _train(args, config, corpus, run_dir, strategy)
     except COLLECTIVE_ERRORS as error:
