@@ -122,7 +122,7 @@ def test_sgd_takes_plain_gradient_steps(workdir):
     corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
     trainer = Trainer(config, corpus, workdir / "runs" / "sgd", log=lambda _: None)
     assert isinstance(trainer.optimizer, keras.optimizers.SGD)
-    batch = next(iter(trainer.strategy.experimental_distribute_dataset(trainer.dataset("train"))))
+    batch = next(iter(trainer.dataset("train")))   # one replica: strategy.run takes it as is
     variables = trainer.model.trainable_variables
     before = [v.numpy() for v in variables]
     with tf.GradientTape() as tape:
