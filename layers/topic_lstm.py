@@ -142,6 +142,12 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
     Shapes: :meth:`call` ``x [B, n_x]``, states ``[h [B, n_h], c [B, n_h], W_b t [B, 4 n_f],
     U_b t [B, 4 n_f]]`` -> ``(h [B, n_h], new states)``.
 
+    The input half of eq. 13-14, ``W_*a x~_* + b_*``, does not depend on ``h``:
+    :meth:`input_gates` computes it for every step of a sequence in one batched product, and
+    a cell made with ``input_gates_given=True`` then takes those ``[B, 4 n_h]`` gate inputs in
+    place of ``x`` and computes only the recurrent half in its loop (how
+    :class:`TopicCompositionalLSTM` runs it; ``python -m evaluate.benchmark`` measures both).
+
     Args:
         units: hidden size ``n_h``.
         num_factors: number of factors ``n_f`` per gate.
@@ -167,6 +173,9 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         bias_initializer: initializer of the bias.
         unit_forget_bias: add 1 to the forget-gate bias at initialisation (as LSTMCell).
         seed: seed of the dropout masks.
+        input_gates_given: :meth:`call` receives :meth:`input_gates`'s output for the step,
+            ``[B, 4 n_h]``, instead of ``x`` (whose size the cell is still built with); the
+            input dropout is then :meth:`input_gates`'s.
         **kwargs: passed to :class:`keras.layers.Layer` (``name``, ``dtype``, ...).
     """
 
@@ -184,6 +193,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         bias_initializer="zeros",
         unit_forget_bias=True,
         seed=None,
+        input_gates_given=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -208,6 +218,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         self.unit_forget_bias = unit_forget_bias
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        self.input_gates_given = bool(input_gates_given)
         factor_size = NUM_GATES * num_factors
         self.state_size = [units, units, factor_size, factor_size]
         self.output_size = units
@@ -308,27 +319,40 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "initial_state=cell.topic_state(t) for topic vectors t [batch, num_topics]."
         )
 
+    def input_gates(self, inputs, input_factors, training=False):
+        """Eq. 14 and the input half of eq. 13 for a whole sequence: ``inputs [B, L, n_x]``
+        and ``input_factors = W_b t [B, 4 n_f]`` -> ``W_*a x~_* + b_*`` for the four gates,
+        ``[B, L, 4 n_h]`` (gate-major). ``W_c x`` for all ``L`` steps is one matmul and the
+        four ``W_*a`` products one batched matmul, outside any recurrence. In training, the
+        input dropout mask (one per sequence) is applied first."""
+        if training and 0.0 < self.dropout < 1.0:
+            inputs = inputs * ops.expand_dims(self.get_dropout_mask(inputs[:, 0, :]), 1)
+        shape = ops.shape(inputs)
+        # eq. 14 for all four gates at once: [B, L, 4, n_f].
+        x_tilde = ops.reshape(
+            ops.matmul(inputs, self.input_kernel) * ops.expand_dims(input_factors, 1),
+            (shape[0], shape[1], NUM_GATES, self.num_factors),
+        )
+        z = ops.einsum("blgf,gfh->blgh", x_tilde, self.input_factor_kernel)
+        z = z + ops.reshape(self.bias, (NUM_GATES, self.units))
+        return ops.reshape(z, (shape[0], shape[1], NUM_GATES * self.units))
+
     def call(self, inputs, states, training=False):
-        """One step: ``inputs [B, n_x]``, ``states`` as :meth:`topic_state` returns them
+        """One step: ``inputs [B, n_x]`` (or, with ``input_gates_given``, the step's
+        :meth:`input_gates` ``[B, 4 n_h]``), ``states`` as :meth:`topic_state` returns them
         -> ``(h [B, n_h], [h, c, W_b t, U_b t])`` (eq. 13-15)."""
         h_tm1, c_tm1, input_factors, recurrent_factors = states
-        if training and 0.0 < self.dropout < 1.0:
-            inputs = inputs * self.get_dropout_mask(inputs)
+        if not self.input_gates_given:
+            inputs = self.input_gates(ops.expand_dims(inputs, 1), input_factors, training)[:, 0]
         h_in = h_tm1
         if training and 0.0 < self.recurrent_dropout < 1.0:
             h_in = h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
-        factor_shape = (-1, NUM_GATES, self.num_factors)
-        # eq. 14 and 15 for all four gates at once: [B, 4, n_f] each.
-        x_tilde = ops.reshape(ops.matmul(inputs, self.input_kernel) * input_factors, factor_shape)
-        h_tilde = ops.reshape(
-            ops.matmul(h_in, self.recurrent_kernel) * recurrent_factors, factor_shape
-        )
-        # eq. 13: W_*a x~_* + U_*a h~_* + b_* for each gate *, [B, 4, n_h].
-        z = (
-            ops.einsum("bgf,gfh->bgh", x_tilde, self.input_factor_kernel)
-            + ops.einsum("bgf,gfh->bgh", h_tilde, self.recurrent_factor_kernel)
-            + ops.reshape(self.bias, (NUM_GATES, self.units))
-        )
+        # eq. 15 for all four gates at once: [B, 4, n_f].
+        h_tilde = ops.reshape(ops.matmul(h_in, self.recurrent_kernel) * recurrent_factors,
+                              (-1, NUM_GATES, self.num_factors))
+        # eq. 13: (W_*a x~_* + b_*) + U_*a h~_* for each gate *, [B, 4, n_h].
+        z = (ops.reshape(inputs, (-1, NUM_GATES, self.units))
+             + ops.einsum("bgf,gfh->bgh", h_tilde, self.recurrent_factor_kernel))
         h, c = _lstm_update(z, c_tm1)
         return h, [h, c, input_factors, recurrent_factors]
 
@@ -346,6 +370,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "unit_forget_bias": self.unit_forget_bias,
             "seed": self.seed,
+            "input_gates_given": self.input_gates_given,
         }
         return {**super().get_config(), **config}
 
@@ -452,6 +477,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
             recurrent_dropout=recurrent_dropout,
             seed=seed,
             topic_kernel_scale=topic_kernel_scale,
+            input_gates_given=True,
             dtype=self.dtype_policy,
             name="cell",
         )
@@ -476,13 +502,16 @@ class TopicCompositionalLSTM(keras.layers.Layer):
     def call(self, inputs, mask=None, initial_state=None, training=None):
         """``inputs = [x [B, L, n_x], t [B, T]]``; ``mask [B, L]`` (or ``[mask_x, mask_t]``)
         for ``x``; ``initial_state = [h0, c0]``, each ``[B, units]``. The topic factors of
-        eq. 14-15 are computed once here, then the cell runs over the ``L`` steps."""
+        eq. 14-15 are computed once here, and the input half of eq. 13-14 for all ``L``
+        steps (:meth:`TopicCompositionalLSTMCell.input_gates`); the cell's loop over the
+        steps computes only the recurrent half."""
         x, topics = inputs
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
+        state = self.cell.topic_state(topics, initial_state)
         outputs = self.rnn(
-            x,
-            initial_state=self.cell.topic_state(topics, initial_state),
+            self.cell.input_gates(x, state[2], training),
+            initial_state=state,
             mask=mask,
             training=training,
         )

@@ -217,16 +217,30 @@ def test_masked_steps_keep_the_state():
     np.testing.assert_allclose(h[0], h_all.numpy()[0], atol=1e-6)
 
 
+def stepwise_copy(cell):
+    """A cell with ``cell``'s weights that computes eq. 13-15 step by step from ``x`` (the
+    layer's own cell takes the input gates it precomputed for the whole sequence)."""
+    assert cell.input_gates_given
+    copy = TopicCompositionalLSTMCell.from_config({**cell.get_config(),
+                                                   "input_gates_given": False})
+    copy.build((None, NX))
+    copy.set_weights(cell.get_weights())
+    return copy
+
+
 def test_layer_matches_cell_and_honours_masks():
+    """The layer (input half of eq. 13-14 hoisted out of the loop) equals the cell run step
+    by step, masked steps included."""
     x, t = inputs()
     layer = TopicCompositionalLSTM(NH, NF, T, return_sequences=True, return_state=True)
     mask = np.ones((B, L), bool)
     mask[1, 3:] = False
     outputs, h, c = layer([x, t], mask=mask)
     assert outputs.shape == (B, L, NH) and h.shape == c.shape == (B, NH)
-    reference = keras.layers.RNN(layer.cell, return_sequences=True, return_state=True)
+    cell = stepwise_copy(layer.cell)
+    reference = keras.layers.RNN(cell, return_sequences=True, return_state=True)
     ref_outputs, ref_h, ref_c, _, _ = reference(
-        x, initial_state=layer.cell.topic_state(t), mask=mask
+        x, initial_state=cell.topic_state(t), mask=mask
     )
     np.testing.assert_allclose(outputs, ref_outputs, atol=1e-6)
     np.testing.assert_allclose(h, ref_h, atol=1e-6)
@@ -243,6 +257,24 @@ def test_layer_matches_cell_and_honours_masks():
     assert hidden._keras_mask is not None and hidden._keras_mask.shape == (None, L)
 
 
+def test_layer_input_dropout_is_one_mask_per_sequence():
+    """In training the layer drops the same inputs at every step, as the step-by-step cell
+    does (both given one mask [B, n_x], where keras.layers.RNN would draw it)."""
+    x, t = inputs()
+    layer = TopicCompositionalLSTM(NH, NF, T, dropout=0.5, seed=2)
+    inference = layer([x, t]).numpy()
+    assert not np.allclose(layer([x, t], training=True), inference)
+    cell = stepwise_copy(layer.cell)
+    mask = tf.constant(2.0 * (np.random.default_rng(1).random((B, NX)) > 0.5), "float32")
+    layer.cell._dropout_mask = mask
+    hoisted = layer([x, t], training=True)
+    cell._dropout_mask = mask
+    stepwise = keras.layers.RNN(cell, return_sequences=True)(
+        x, initial_state=cell.topic_state(t), training=True)
+    np.testing.assert_allclose(hoisted, stepwise, atol=1e-6)
+    assert not np.allclose(hoisted, inference)
+
+
 def test_layer_initial_state():
     x, t = inputs()
     layer = TopicCompositionalLSTM(NH, NF, T, return_sequences=False)
@@ -251,7 +283,8 @@ def test_layer_initial_state():
     from_zero = layer([x, t]).numpy()
     from_state = layer([x, t], initial_state=[h0, c0]).numpy()
     assert not np.allclose(from_zero, from_state)
-    reference = keras.layers.RNN(layer.cell)(x, initial_state=layer.cell.topic_state(t, [h0, c0]))
+    cell = stepwise_copy(layer.cell)
+    reference = keras.layers.RNN(cell)(x, initial_state=cell.topic_state(t, [h0, c0]))
     np.testing.assert_allclose(from_state, reference, atol=1e-6)
 
 
