@@ -1,0 +1,115 @@
+"""Tests for evaluate.benchmark (``python -m evaluate.benchmark``), at tiny sizes."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evaluate import benchmark
+
+TINY_SIZES = {"--hidden-size": 16, "--input-size": 8, "--num-topics": 4, "--moe-experts": 2,
+              "--batch-size": 4, "--seq-len": 5}
+QUICK = ["--rounds", "1", "--steps", "1", "--warmup", "1"]
+#: a synthetic corpus small enough for a few one-epoch runs (as tests/conftest.py's TINY)
+TINY_SYNTHETIC = ["--synthetic", "valid_docs=8", "--synthetic", "test_docs=8",
+                  "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
+                  "--synthetic", "seed=5"]
+
+
+def table(text: str, first_column: str) -> list[list[str]]:
+    """The rows (cells) of the printed table whose header starts with ``first_column``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.split(" | ")[0].strip() == first_column and " | " in line)
+    assert set(lines[start + 1]) <= {"-", "+"}
+    rows = []
+    for line in lines[start + 2:]:
+        if " | " not in line:
+            break
+        rows.append([cell.strip() for cell in line.split(" | ")])
+    return rows
+
+
+def positive(cell: str) -> float:
+    value = float(cell.rstrip("x").replace(",", ""))
+    assert math.isfinite(value) and value > 0, cell
+    return value
+
+
+def test_recurrent_and_decoders_tables(capsys):
+    flags = [str(v) for item in TINY_SIZES.items() for v in item]
+    benchmark.main(["--sections", "recurrent,decoders", *flags, "--vocab-sizes", "300",
+                    "--decoder-batch", "2", "--decoder-seq-len", "3", *QUICK])
+    out = capsys.readouterr().out
+
+    # multiply-adds per token, from the formulas, for n_x=8, n_h=16, n_f=n_h, T=4, L=5, K=2
+    n_x, n_h, T, L, K = 8, 16, 4, 5, 2
+    lstm = 4 * n_h * (n_x + n_h)
+    tc = 4 * n_h * n_x + 4 * n_h * n_h + 8 * n_h * n_h + 8 * T * n_h / L
+    floors = {"keras LSTM": 1.0, "TC-LSTM, step by step": tc / lstm,
+              "TC-LSTM (layer)": tc / lstm, f"MoE LSTM (K={K})": float(K)}
+    rows = {row[0]: row for row in table(out, "layer")}
+    assert list(rows) == list(floors)
+    for name, (_, ms, us, time_ratio, floor, over_floor) in rows.items():
+        seconds = positive(ms) / 1e3
+        assert positive(us) == pytest.approx(seconds * 1e6 / (4 * L), rel=0.05, abs=0.05)
+        positive(time_ratio)
+        positive(over_floor)
+        assert floor == f"{floors[name]:.3f}x"
+    assert rows["keras LSTM"][3] == "1.00x"
+
+    decoders = table(out, "V")
+    assert [(r[0], r[1]) for r in decoders] == [("300", d) for d in benchmark.DECODERS]
+    for row in decoders:
+        positive(row[2])
+        positive(row[3])
+    assert "command: python -m evaluate.benchmark --sections recurrent,decoders" in out
+
+
+def test_multiply_adds_at_the_default_sizes():
+    macs = benchmark.multiply_adds_per_token(input_size=300, hidden_size=600, num_factors=600,
+                                             num_topics=50, seq_len=30, num_experts=10)
+    assert macs["lstm"] == 2_160_000                 # 4 * 600 * (300 + 600)
+    # 720,000 + 1,440,000 + 2,880,000 (per step) + 240,000 / 30 (topic factors per sequence)
+    assert macs["tc"] == pytest.approx(5_048_000)
+    assert macs["moe"] == 10 * macs["lstm"]
+    floor = macs["tc"] / macs["lstm"]
+    # 7/3 = 2.333 from the per-step products, plus 8,000 / 2,160,000 from the topic factors
+    assert floor == pytest.approx(7 / 3 + 8_000 / 2_160_000)
+    assert 2.33 < floor < 2.34
+
+
+@pytest.mark.parametrize("flags", [["--sections", "nonsense"], ["--models", "lstm,gpt"],
+                                   ["--hidden-size", "0"], ["--vocab-sizes", "10,x"],
+                                   ["--synthetic", "train_docs"]])
+def test_bad_flags_give_one_line(flags, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.main(flags)
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_scaling_section(capsys):
+    benchmark.main(["--sections", "scaling", "--corpus-docs", "20,40,60",
+                    "--topic-counts", "2,3,4", "--scaling-hidden", "8", *TINY_SYNTHETIC])
+    out = capsys.readouterr().out
+    rows = table(out, "model")
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("lstm", "20", "-"), ("lstm", "40", "-"), ("lstm", "60", "-"),
+        ("tcnlm", "20", "2"), ("tcnlm", "20", "3"), ("tcnlm", "20", "4")]
+    for _, _, _, tokens, wall, rate, predicted, wall_over_predicted in rows:
+        assert positive(predicted) == pytest.approx(positive(tokens) / positive(rate),
+                                                    rel=0.01, abs=0.01)
+        assert positive(wall_over_predicted) == pytest.approx(
+            positive(wall) / positive(predicted), rel=0.02, abs=0.002)
+    tokens = [positive(r[3]) for r in rows[:3]]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    lines = out.splitlines()
+    start = lines.index("slopes (least-squares lines):")
+    slopes = [line for line in lines[start + 1:] if line.startswith("  ")]
+    assert len(slopes) == 3
+    for line in slopes:
+        value = float(line.split(": ")[1].split(" s per ")[0])
+        assert math.isfinite(value)
+        assert "largest / smallest epoch time" in line
