@@ -59,20 +59,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_decoders.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402  (no TensorFlow)
+from evaluate.benchmark import (DECODERS, REFERENCE, decoder_options, machine_line,  # noqa: E402
+                                print_table, ratio, time_contenders, unique, zipf_targets)
+from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 
-DECODERS = ("softmax", "adaptive", "sdlm", "mos")
-REFERENCE = "softmax"
 DATASET = "apnews"
 SPLITS = ("train", "valid", "test")
 #: ops whose output shares its input's buffer in TensorFlow's kernels: not counted
@@ -125,28 +122,6 @@ def parse_args(argv=None):
                      f"; choose from {','.join(DECODERS)}")
     args.decoders = [d for d in DECODERS if d in chosen]  # canonical order, no duplicates
     return parser, args
-
-
-def machine_line() -> str:
-    """One line: CPU model, cores, load, Python and TensorFlow versions."""
-    import tensorflow as tf
-
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        load = "load avg {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
-    except (OSError, AttributeError):
-        load = "load avg n/a"
-    return (f"machine: {model}, {os.cpu_count()} logical CPUs, {load}, "
-            f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
-            f"TensorFlow {tf.__version__}")
 
 
 def load_knowledge_base(args):
@@ -221,10 +196,6 @@ def activation_bytes(graph, runtime_shapes: dict, tokens: int) -> tuple[int, int
     return total, from_run, substituted
 
 
-def ratio(value: float, reference: float | None) -> str:
-    return f"{value / reference:.2f}x" if reference else "-"
-
-
 @exit_on_user_error
 def main(argv=None) -> None:
     parser, args = parse_args(argv)
@@ -241,26 +212,17 @@ def main(argv=None) -> None:
     keras.utils.set_random_seed(args.seed)
     V = kb.num_words
     cutoffs = tuple(args.cutoffs) if args.cutoffs is not None else default_cutoffs(V)
-    options = {
-        "softmax": {"tie": True},
-        "adaptive": {"cutoffs": cutoffs},
-        "sdlm": {"knowledge_base": kb, "num_bases": args.num_bases, "normalization": "left"},
-        "mos": {"mixtures": args.mixtures},
-    }
+    options = decoder_options(kb, cutoffs, args.num_bases, args.mixtures)
 
     embedding = keras.layers.Embedding(V, args.embedding_dim, name="embedding")
     embedding.build((None,))
 
     rng = np.random.default_rng(args.seed)
-    weights = 1.0 / np.arange(1, V + 1) ** args.zipf
     shape = (args.batch, args.time_steps)
     tokens = args.batch * args.time_steps
-    targets = tf.constant(rng.choice(V, size=shape, p=weights / weights.sum()), tf.int32)
+    targets = zipf_targets(rng, V, shape, args.zipf)
     hidden = tf.Variable(rng.normal(size=shape + (args.hidden,)).astype("float32"),
                          name="hidden")
-
-    def unique(variables):
-        return list({id(v): v for v in variables}.values())
 
     steps, probes, params = {}, {}, {}
     for name in args.decoders:
@@ -308,22 +270,19 @@ def main(argv=None) -> None:
         activations[name], measured, count = activation_bytes(graph, shapes, tokens)
         from_run += measured
         substituted += count
-        for _ in range(args.warmup):
-            loss, _grads = step()
-            loss.numpy()
 
-    names = list(steps)
-    times = {name: [] for name in names}
-    for round_ in range(args.repeats):
-        start_at = round_ % len(names)
-        for name in names[start_at:] + names[:start_at]:
-            start = time.perf_counter()
-            loss, grads = steps[name]()
+    def timed(step):
+        def run(_):
+            loss, grads = step()
             loss.numpy()
             grads[0].numpy()
-            times[name].append(time.perf_counter() - start)
+            return 0.0
+        return run
 
-    median = {name: statistics.median(t) for name, t in times.items()}
+    names = list(steps)
+    times = time_contenders({name: timed(step) for name, step in steps.items()}, args.warmup,
+                            args.repeats, 1)
+    median = {name: times[name]["seconds"] for name in names}
     ref_time = median.get(REFERENCE)
     ref_act = activations.get(REFERENCE)
     print(f"V={V:,} senses M={kb.num_senses:,} edges E={len(kb.edge_sense):,} "
@@ -342,13 +301,7 @@ def main(argv=None) -> None:
         rows.append((name, f"{median[name] * 1e3:.1f}", ratio(median[name], ref_time),
                      f"{count:,} ({nbytes / MB:.1f} MB)", f"{activations[name] / MB:.1f}",
                      ratio(activations[name], ref_act)))
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    print(" | ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                     for i, (h, w) in enumerate(zip(header, widths))))
-    print("-+-".join("-" * w for w in widths))
-    for row in rows:
-        print(" | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))))
+    print_table(header, rows)
     if REFERENCE not in names:
         print(f"(no ratios: {REFERENCE} is not among --decoders)")
 

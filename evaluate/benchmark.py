@@ -73,6 +73,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import platform
 import shlex
 import statistics
 import sys
@@ -84,14 +85,15 @@ from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# the output layers and their reference (softmax), as bench_decoders times them
-from benchmarks.bench_decoders import DECODERS, REFERENCE, machine_line, ratio  # noqa: E402
 from tcnlm_tf.config import DATASETS, ModelConfig, default_cache_dir  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 from tcnlm_tf.models.registry import MODELS, compare_rows  # noqa: E402
 from tcnlm_tf.synthetic import SyntheticConfig  # noqa: E402
 
 SECTIONS = ("recurrent", "models", "decoders", "scaling")
+#: the output layers and their reference
+DECODERS = ("softmax", "adaptive", "sdlm", "mos")
+REFERENCE = "softmax"
 #: the reference row of the models section
 REFERENCE_MODEL = "lstm"
 #: Gu et al. 2018, Sec. 3.3 (People's Daily with HowNet): sememe experts per word and senses
@@ -103,6 +105,53 @@ MAX_SENSES_PER_WORD = 3
 #: sememes per sense: 1 + Binomial(MAX_SEMEMES_PER_SENSE - 1, p)
 MAX_SEMEMES_PER_SENSE = 3
 PROGRAM = "python -m evaluate.benchmark"
+
+
+def machine_line() -> str:
+    """One line: CPU model, cores, load, Python and TensorFlow versions."""
+    import tensorflow as tf
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = "load avg {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
+    except (OSError, AttributeError):
+        load = "load avg n/a"
+    return (f"machine: {model}, {os.cpu_count()} logical CPUs, {load}, "
+            f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
+            f"TensorFlow {tf.__version__}")
+
+
+def ratio(value: float, reference: float | None) -> str:
+    return f"{value / reference:.2f}x" if reference else "-"
+
+
+def decoder_options(knowledge_base, cutoffs, num_bases: int, mixtures: int) -> dict:
+    """The options of each of :data:`DECODERS` for ``decoders.make_output_layer``: a tied
+    softmax, the adaptive softmax with ``cutoffs``, the SDLM decoder over ``knowledge_base``
+    (left normalisation, ``num_bases`` R) and MoS with ``mixtures`` softmaxes."""
+    return {"softmax": {"tie": True},
+            "adaptive": {"cutoffs": cutoffs},
+            "sdlm": {"knowledge_base": knowledge_base, "num_bases": num_bases,
+                     "normalization": "left"},
+            "mos": {"mixtures": mixtures}}
+
+
+def zipf_targets(rng, vocab_size: int, shape: tuple[int, ...], exponent: float):
+    """Word ids of ``shape`` (int32 tensor) drawn with P(id) proportional to
+    ``1 / (id + 1) ** exponent``: ids sorted by decreasing frequency, as in the vocabularies."""
+    import numpy as np
+    import tensorflow as tf
+
+    weights = 1.0 / np.arange(1, vocab_size + 1) ** exponent
+    return tf.constant(rng.choice(vocab_size, size=shape, p=weights / weights.sum()), tf.int32)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -579,17 +628,10 @@ def decoders_section(args) -> None:
         keras.utils.set_random_seed(args.seed)
         rng = np.random.default_rng(args.seed)
         kb = random_knowledge_base(V, args.seed)
-        options = {
-            "softmax": {"tie": True},
-            "adaptive": {"cutoffs": default_cutoffs(V)},
-            "sdlm": {"knowledge_base": kb, "num_bases": args.num_bases,
-                     "normalization": "left"},
-            "mos": {"mixtures": args.mixtures},
-        }
+        options = decoder_options(kb, default_cutoffs(V), args.num_bases, args.mixtures)
         embedding = keras.layers.Embedding(V, E, name="embedding")
         embedding.build((None,))
-        weights = 1.0 / np.arange(1, V + 1) ** args.zipf
-        targets = tf.constant(rng.choice(V, size=(b, l), p=weights / weights.sum()), tf.int32)
+        targets = zipf_targets(rng, V, (b, l), args.zipf)
         hidden = tf.Variable(rng.normal(size=(b, l, H)).astype("float32"), name="hidden")
         contenders = {}
         for name in DECODERS:

@@ -477,8 +477,7 @@ class Trainer:
         num_batches = len(order)
         skip = int(self.batch_in_epoch)
         done = np.bincount(order[:skip], minlength=len(datasets))
-        iterators = [iter(self.distribute(d.skip(int(n))))
-                     for d, n in zip(datasets, done)]
+        iterators = [self.distribute(d.skip(int(n))) for d, n in zip(datasets, done)]
         progress = Progress(num_batches, self.log, [f"{t.name}_loss" for t in self.tasks])
         self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches"
                  + "".join(f", {int((order == k + 1).sum())} of them {task.name}"
