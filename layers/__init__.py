@@ -7,6 +7,8 @@ implements, and does no file I/O.
 """
 
 from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
+from layers.context_attention import ContextAttention
+from layers.lda import LDAInference
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from layers.sememe_decoder import SememeDecoder
 from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
@@ -14,9 +16,11 @@ from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution
 from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
                                TopicCompositionalLSTMCell, TopicState)
 from layers.topic_model import BagOfWords, NeuralTopicModel
+from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 
-__all__ = ["AdaptiveSoftmax", "BagOfWords", "ConvolutionalTopicModel", "DocumentConvolution",
+__all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
+           "DocumentConvolution", "LDAInference",
            "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes", "NeuralTopicModel",
            "SememeDecoder", "TopicAttention",
-           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicState",
-           "default_cutoffs"]
+           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",
+           "TopicState", "default_cutoffs"]

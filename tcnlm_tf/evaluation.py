@@ -31,7 +31,8 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
     dataset = pipeline.make_dataset(
         arrays, config.data.seq_len, batch_size or config.train.batch_size, config.model.mode,
         run.model.context_inputs, config.data.max_bow,
-        features=run.model.document_features(split, arrays))
+        features=run.model.document_features(split, arrays),
+        context_options=run.model.context_options)
     step = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
                        reduce_retracing=True)
     nll, tokens, state = 0.0, 0.0, None
@@ -44,11 +45,21 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
 
 
 def document_batch(run: Run, documents: list[Document]) -> dict[str, tf.Tensor]:
-    """The context fields the model reads, for whole documents (nothing left out)."""
+    """The context fields the model reads, for whole documents (nothing left out; the
+    ``preceding`` sentences are each document's last ones)."""
     arrays = encode_documents(run, documents)
     return pipeline.context_fields(run.model.context_inputs, pipeline.split_documents(arrays),
                                    pipeline.padded_ids(arrays.topic_ids),
-                                   run.config.data.max_bow)
+                                   run.config.data.max_bow, pipeline.document_sentences(arrays),
+                                   tf.constant(arrays.topic_offsets), run.model.context_options)
+
+
+def empty_context(run: Run, num: int) -> Context:
+    """The model's context for ``num`` empty documents: what a model without topics
+    generates from (``Context()`` for a model without document context)."""
+    if not run.model.context_inputs:
+        return Context()
+    return run.model.context(document_batch(run, [[] for _ in range(num)]), training=False)
 
 
 def document_topics(run: Run, documents: list[Document], samples: int = 0) -> np.ndarray:
@@ -72,11 +83,12 @@ def topic_vector(num_topics: int, topic: int | None = None,
 def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: float = 1.0,
              greedy: bool = False, max_words: int = MAX_GENERATED_WORDS, seed: int = 0,
              allow_unk: bool = True) -> list[list[str]]:
-    """``num`` sentences conditioned on ``topics`` [T] (a topic model) or on nothing (None),
-    until ``<eos>`` or ``max_words`` words; ``allow_unk=False`` never emits ``<unk>``."""
+    """``num`` sentences conditioned on ``topics`` [T] (a topic model) or on nothing (None:
+    an empty document, :func:`empty_context`), until ``<eos>`` or ``max_words`` words;
+    ``allow_unk=False`` never emits ``<unk>``."""
     model = run.model
     context = (model.topic_context(tf.constant(np.tile(topics[None], (num, 1)), tf.float32))
-               if topics is not None and has_topics(model) else Context())
+               if topics is not None and has_topics(model) else empty_context(run, num))
     out = tf.function(lambda: generate_ids(
         model, context, tf.constant(num), tf.constant(seed, tf.int64),
         tf.constant(0.0 if greedy else temperature), max_words, allow_unk))()

@@ -10,6 +10,12 @@ Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max
                             sentence*, in document order, first M kept (Wang et al. 2018 §5:
                             "all the sentences in a paragraph, excluding the one being
                             predicted"; Lau et al. 2017 §3.2 and their m3), 0-padded
+``preceding`` int32 [B, N, W] (sentence mode, as ``bow``; N and W from the model's
+                            ``context_options`` ``sentences`` and ``words``) the topic-vocabulary
+                            ids of the N sentences before the example's sentence in its
+                            document, one row each (row N-1: the sentence just before; rows
+                            before the document's first sentence all 0), first W ids of each,
+                            0-padded (Wang and Cho 2016's bags of preceding sentences)
 ``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
                             carried LSTM state is zeroed there
 
@@ -30,6 +36,7 @@ All modes predict exactly the same tokens, so their perplexities compare directl
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -45,12 +52,14 @@ PAD_ID = 0
 class SentenceExamples:
     """Sentence-mode sequences. ``inputs``/``targets`` [N, L]; ``context`` [N, 4] int64 holds,
     in ``topic_ids`` coordinates, (document start, sentence start, sentence end, document end);
-    ``documents`` [N]: the index of each sequence's document."""
+    ``documents`` [N]: the index of each sequence's document; ``sentences`` [N]: the index of
+    each sequence's sentence in the split."""
 
     inputs: np.ndarray
     targets: np.ndarray
     context: np.ndarray
     documents: np.ndarray
+    sentences: np.ndarray
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -78,7 +87,7 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
     topic = split.topic_offsets
     context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
                         topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
-    return SentenceExamples(inputs, targets, context.astype(np.int64), docs)
+    return SentenceExamples(inputs, targets, context.astype(np.int64), docs, sent_index)
 
 
 def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
@@ -167,7 +176,7 @@ def stream_lanes(split: SplitArrays, seq_len: int, lanes: int) -> dict[str, np.n
 
 
 def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
-    """The one builder of document context: ``context`` [B, 4] int64 rows (document start,
+    """The builder of ``bow``: ``context`` [B, 4] int64 rows (document start,
     left-out start, left-out end, document end) in ``topic_ids`` coordinates -> the ids of
     the document minus the left-out span, in order, first ``max_bow`` kept, 0-padded:
     [B, max_bow]. ``topic_ids`` must end with one extra 0 (see :func:`padded_ids`)."""
@@ -178,6 +187,29 @@ def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.T
     position = tf.where(j < len_before, doc_start[:, None] + j, sent_end[:, None] + j - len_before)
     valid = j < len_before + len_after
     ids = tf.gather(topic_ids, tf.where(valid, position, 0))
+    return tf.where(valid, ids, tf.zeros_like(ids))
+
+
+def preceding_sentences(sentences: tf.Tensor, sentence_starts: tf.Tensor, topic_ids: tf.Tensor,
+                        num_sentences: int, num_words: int) -> tf.Tensor:
+    """The builder of ``preceding``: ``sentences`` [B, 2] int64 rows (the document's first
+    sentence, the example's sentence) as indices into ``sentence_starts`` [S+1] int64 (where
+    each sentence starts in ``topic_ids``, then where the last one ends; at least one entry)
+    -> [B, N, W] int32, N = ``num_sentences``, W = ``num_words``: row l holds sentence
+    ``s - N + l`` (s the example's sentence), its first W ids, 0-padded; all 0 where that
+    sentence comes before the document's first. ``topic_ids`` must end with one extra 0
+    (see :func:`padded_ids`)."""
+    first, current = tf.unstack(sentences, axis=1)
+    index = current[:, None] + tf.range(-num_sentences, 0, dtype=tf.int64)[None, :]  # [B, N]
+    in_document = index >= first[:, None]
+    index = tf.where(in_document, index, 0)
+    last = tf.size(sentence_starts, out_type=tf.int64) - 1
+    start = tf.gather(sentence_starts, index)
+    end = tf.gather(sentence_starts, tf.minimum(index + 1, last))
+    length = tf.where(in_document, end - start, 0)[:, :, None]                   # [B, N, 1]
+    j = tf.range(num_words, dtype=tf.int64)[None, None, :]
+    valid = j < length
+    ids = tf.gather(topic_ids, tf.where(valid, start[:, :, None] + j, 0))
     return tf.where(valid, ids, tf.zeros_like(ids))
 
 
@@ -199,11 +231,27 @@ def split_documents(split: SplitArrays) -> tf.Tensor:
     return whole_documents(topic[split.doc_offsets[:-1]], topic[split.doc_offsets[1:]])
 
 
+def document_sentences(split: SplitArrays) -> tf.Tensor:
+    """Sentence rows [D, 2] of every whole document of ``split``: (its first sentence, one
+    past its last), so ``preceding`` holds the document's last sentences (the context of a
+    sentence that would follow it)."""
+    return tf.stack([split.doc_offsets[:-1], split.doc_offsets[1:]], axis=1)
+
+
 def context_fields(names: tuple[str, ...], context: tf.Tensor, topic_ids: tf.Tensor,
-                   max_bow: int) -> dict[str, tf.Tensor]:
-    """The document-context fields ``names`` of a batch (see the module docstring) from its
-    context rows; the one place that knows how each field is made."""
-    builders = {"bow": lambda: bag_of_words(context, topic_ids, max_bow)}
+                   max_bow: int, sentences: tf.Tensor | None = None,
+                   sentence_starts: tf.Tensor | None = None,
+                   options: Mapping[str, Any] | None = None) -> dict[str, tf.Tensor]:
+    """The document-context fields ``names`` of a batch (see the module docstring); the one
+    place that knows how each field is made. ``context`` [B, 4]: context rows (see
+    :func:`bag_of_words`); for ``preceding`` also ``sentences`` [B, 2] and
+    ``sentence_starts`` [S+1] (see :func:`preceding_sentences`) and the model's
+    ``context_options`` (``sentences`` N, ``words`` W)."""
+    builders = {
+        "bow": lambda: bag_of_words(context, topic_ids, max_bow),
+        "preceding": lambda: preceding_sentences(sentences, sentence_starts, topic_ids,
+                                                 options["sentences"], options["words"]),
+    }
     unknown = set(names) - set(builders)
     if unknown:
         raise ValueError(f"no builder for the context fields {sorted(unknown)}")
@@ -218,10 +266,12 @@ def _with_weights(batch: dict) -> dict:
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
                      context_inputs: tuple[str, ...] = (), max_bow: int = 300,
                      shuffle_seed: int | None = None,
-                     features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
+                     features: dict[str, np.ndarray] | None = None,
+                     context_options: Mapping[str, Any] | None = None) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
-    seed, so a resumed epoch sees the same order), with the ``context_inputs`` fields and
-    each example's row of the per-document ``features`` ({name: [D, ...]})."""
+    seed, so a resumed epoch sees the same order), with the ``context_inputs`` fields (made
+    with the model's ``context_options``) and each example's row of the per-document
+    ``features`` ({name: [D, ...]})."""
     order = np.arange(len(examples))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
@@ -229,13 +279,17 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
     targets = tf.constant(examples.targets)
     context = tf.constant(examples.context)
     documents = tf.constant(examples.documents)
+    sentences = tf.constant(np.stack([split.doc_offsets[examples.documents],
+                                      examples.sentences], axis=1))
+    sentence_starts = tf.constant(split.topic_offsets)
     topic_ids = padded_ids(split.topic_ids)
     features = {name: tf.constant(value) for name, value in (features or {}).items()}
 
     def gather(index):
         batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
         batch.update(context_fields(context_inputs, tf.gather(context, index), topic_ids,
-                                    max_bow))
+                                    max_bow, tf.gather(sentences, index), sentence_starts,
+                                    context_options))
         batch.update({name: tf.gather(value, tf.gather(documents, index))
                       for name, value in features.items()})
         return _with_weights(batch)
@@ -269,10 +323,12 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  context_inputs: tuple[str, ...] = (), max_bow: int = 300,
                  shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
-                 features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
+                 features: dict[str, np.ndarray] | None = None,
+                 context_options: Mapping[str, Any] | None = None) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream'); ``context_inputs``
-    names the document-context fields to add and ``features`` per-document side inputs
-    (sentence mode), ``examples`` reuses precomputed sequences."""
+    names the document-context fields to add (with the model's ``context_options``) and
+    ``features`` per-document side inputs (sentence mode), ``examples`` reuses precomputed
+    sequences."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
     if mode == "stream":
@@ -280,4 +336,4 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,
-                            features)
+                            features, context_options)

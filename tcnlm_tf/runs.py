@@ -40,7 +40,9 @@ def _dummy_batch(config: RunConfig, model: LanguageModel) -> dict[str, tf.Tensor
     """A one-row batch that creates every variable of a model when it is called."""
     ids = tf.constant([[EOS_ID, EOS_ID]], tf.int32)
     context = pipeline.context_fields(model.context_inputs, tf.zeros([1, 4], tf.int64),
-                                      pipeline.padded_ids([]), config.data.max_bow)
+                                      pipeline.padded_ids([]), config.data.max_bow,
+                                      tf.zeros([1, 2], tf.int64), tf.zeros([1], tf.int64),
+                                      model.context_options)
     return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 

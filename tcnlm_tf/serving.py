@@ -22,18 +22,23 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     TCNLM's posterior-mean t, TDLM's attention p).
 ``generate``
     topic models: ``topics`` float32 [B, T] (a topic mixture; one-hot for topic i, the
-    paper's way of conditioning on one topic); the LSTM: ``num_sentences`` int32 [] ; both:
+    paper's way of conditioning on one topic); other models: ``num_sentences`` int32 []
+    (those with document context generate from an empty document); both:
     ``seed`` int64 [], ``temperature`` float32 [] (<= 0: greedy) -> ``sentences`` string
     [B], ``tokens`` string [B, 40], ``num_tokens`` int32 [B]. A sentence ends at ``<eos>``
     or after 40 words; ``<unk>`` is never generated.
 ``generate_from_document`` (topic models)
     ``documents`` string [B], ``seed``, ``temperature`` -> as ``generate``, conditioned on
-    each document's inferred topics.
+    each document as the model reads it when scoring (its ``context``: TCNLM's posterior-mean
+    t, TDLM's s = B^T p, Topic-RNN's posterior-mean theta).
 
 How the context enters follows the run's training: models with document-context inputs
-(the topic models) read ``documents`` through the same builder as training (the first
-``max_bow`` topic-vocabulary words, :func:`tcnlm_tf.pipeline.context_fields`) and the
-model's own ``context``; a document-mode LSTM reads them as
+read ``documents`` through the same builder as training
+(:func:`tcnlm_tf.pipeline.context_fields`) and the model's own ``context``: the topic
+models the first ``max_bow`` topic-vocabulary words of the document (in training, the
+document minus the sentence), a model that reads ``preceding`` (the LCLM) the topic words
+of the document's last N sentences, so its ``documents`` input is the text *before* the
+sentence (in training, the N sentences before it); a document-mode LSTM reads them as
 the text before the sentence (``<eos>`` after each of its sentences) and carries its state
 into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentence longer than
 the training sequence length is scored in windows of that length, each from a zero state,
@@ -122,27 +127,32 @@ class ServingModule(tf.Module):
                 lambda documents: {"topics": self._topics(documents)},
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents")])
             self.generate = tf.function(
-                lambda topics, seed, temperature: self._generate(topics, tf.shape(topics)[0],
-                                                                 seed, temperature),
+                lambda topics, seed, temperature: self._generate(
+                    self.model.topic_context(topics), tf.shape(topics)[0], seed, temperature),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                 name="topics"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
             self.generate_from_document = tf.function(
                 lambda documents, seed, temperature: self._generate(
-                    self._topics(documents), tf.shape(documents)[0], seed, temperature),
+                    self._context(documents), tf.shape(documents)[0], seed, temperature),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
         else:
             self.generate = tf.function(
                 lambda num_sentences, seed, temperature: self._generate(
-                    None, num_sentences, seed, temperature),
+                    self._context(tf.fill([num_sentences], "")), num_sentences, seed,
+                    temperature),
                 input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
 
     def context_rule(self) -> str:
-        """How the ``documents`` input is read: ``bag-of-words`` (models with document-context
-        inputs; in training the document minus the sentence), ``preceding-text``
-        (document- or stream-mode LSTM) or ``ignored``."""
+        """How the ``documents`` input is read: ``preceding-sentences`` (models whose
+        context inputs include ``preceding``: the text before the sentence, of which they
+        read the last sentences' topic words), ``bag-of-words`` (other models with
+        document-context inputs; in training the document minus the sentence),
+        ``preceding-text`` (document- or stream-mode LSTM) or ``ignored``."""
+        if "preceding" in self.context_inputs:
+            return "preceding-sentences"
         if self.context_inputs:
             return "bag-of-words"
         return "preceding-text" if self.carries_state else "ignored"
@@ -180,14 +190,26 @@ class ServingModule(tf.Module):
             nrows=tf.shape(documents, out_type=tf.int64)[0])
 
     def _context_batch(self, documents: tf.Tensor) -> dict[str, tf.Tensor]:
-        """The model's document-context fields for whole ``documents`` [B], made by the
-        training pipeline's builder from their topic-vocabulary ids."""
-        ids = self.topic_table.lookup(tf.strings.split(tf.strings.regex_replace(
-            documents, "\t", " ")))
-        ids = tf.ragged.boolean_mask(ids, ids > 0)
-        context = pipeline.whole_documents(ids.row_starts(), ids.row_limits())
-        return pipeline.context_fields(self.context_inputs, context,
-                                       pipeline.padded_ids(ids.flat_values), self.max_bow)
+        """The model's document-context fields for whole ``documents`` [B] (``preceding``:
+        their last sentences), made by the training pipeline's builder from the
+        topic-vocabulary ids of their sentences (a sentence without a token is left out, as
+        the corpus reader does; one without a topic word stays, as an empty row)."""
+        sentences = tf.strings.split(documents, "\t")                      # [B, (s)]
+        words = tf.strings.split(sentences.values)                         # [S, (w)]
+        kept = words.row_lengths() > 0
+        ids = self.topic_table.lookup(tf.ragged.boolean_mask(words, kept))  # [S', (w)]
+        ids = tf.ragged.boolean_mask(ids, ids > 0)                         # [S', (t)]
+        document_of = tf.boolean_mask(sentences.value_rowids(), kept)
+        per_document = tf.RaggedTensor.from_value_rowids(
+            tf.range(tf.size(document_of, out_type=tf.int64)), document_of,
+            nrows=tf.shape(documents, out_type=tf.int64)[0])              # [B, (s')]
+        first, end = per_document.row_starts(), per_document.row_limits()
+        sentence_starts = ids.row_splits                                   # [S'+1]
+        context = pipeline.whole_documents(tf.gather(sentence_starts, first),
+                                           tf.gather(sentence_starts, end))
+        return pipeline.context_fields(
+            self.context_inputs, context, pipeline.padded_ids(ids.flat_values), self.max_bow,
+            tf.stack([first, end], axis=1), sentence_starts, self.model.context_options)
 
     def _context(self, documents: tf.Tensor) -> Context:
         if not self.context_inputs:
@@ -272,10 +294,11 @@ class ServingModule(tf.Module):
         return {"words": tf.gather(self.lm_words, best.indices),
                 "probabilities": tf.exp(best.values)}
 
-    def _generate(self, topics: tf.Tensor | None, batch: tf.Tensor, seed: tf.Tensor,
+    def _generate(self, context: Context, batch: tf.Tensor, seed: tf.Tensor,
                   temperature: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Sample (or, at temperature <= 0, take the argmax) word by word from ``<eos>``."""
-        context = Context() if topics is None else self.model.topic_context(topics)
+        """Sample (or, at temperature <= 0, take the argmax) word by word from ``<eos>``,
+        conditioned on ``context`` (a topic vector's, or a document's: the same context the
+        model scores that document's sentences with)."""
         out = generate_ids(self.model, context, batch, seed, temperature)
         ended = tf.range(MAX_GENERATED_WORDS)[None, :] >= out["num_tokens"][:, None]
         tokens = tf.where(ended, "", tf.gather(self.lm_words, out["ids"]))

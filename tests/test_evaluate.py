@@ -19,7 +19,9 @@ TINY = ["--synthetic", "train_docs=120", "--synthetic", "valid_docs=12", "--synt
 #: what each model logs to TensorBoard besides the LM loss
 MODEL_TAGS = {"tcnlm": {"train/ntm_reconstruction", "train/ntm_kl", "train/ntm_diversity"},
               "moe": {"train/ntm_reconstruction", "train/ntm_kl", "train/ntm_diversity"},
-              "tdlm": {"train/topic_model_loss"}}
+              "tdlm": {"train/topic_model_loss"},
+              "lda_lstm": set(),   # the LDA is fitted before training: no loss term of its own
+              "topic_rnn": {"train/topic_rnn_kl", "train/stop_word_nll"}}
 
 
 @pytest.fixture(scope="module", params=TOPIC_MODELS)

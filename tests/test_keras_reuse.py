@@ -100,6 +100,43 @@ def _topic_gate():
                                                        rng.normal(size=(B, T))]
 
 
+def _context_attention():
+    h, s, mask = keras.Input((L, 7)), keras.Input((T, 5)), keras.Input((T,))
+    layer = layers.ContextAttention(4)
+    rng = np.random.default_rng(1)
+    present = np.ones((B, T))
+    present[0] = 0
+    present[1, 0] = 0
+    return keras.Model([h, s, mask], layer([h, s, mask])), layer, [
+        rng.normal(size=(B, L, 7)), rng.normal(size=(B, T, 5)), present]
+
+
+def _lda_inference():
+    counts = keras.Input((V,))
+    layer = layers.LDAInference(V, T, alpha=0.1, steps=20)
+    rng = np.random.default_rng(1)
+    model = keras.Model(counts, layer(counts))
+    layer.assign(rng.uniform(0.01, 1.0, (T, V)), rng.uniform(0.1, 5.0, (T, V)))
+    return model, layer, [rng.poisson(1.0, (B, V)).astype(np.float32)]
+
+
+def _topic_rnn_inference():
+    counts = keras.Input((V,))
+    layer = layers.TopicRNNInference(V, T, hidden_units=(8,))
+    out = layer(counts)
+    return keras.Model(counts, [out["mean"], out["kl"]]), layer, [
+        np.random.default_rng(1).poisson(1.0, (B, V)).astype(np.float32)]
+
+
+def _topic_rnn_output():
+    h, theta = keras.Input((L, 7)), keras.Input((T,))
+    layer = layers.TopicRNNOutput(V, T)
+    out = layer(h, theta)
+    rng = np.random.default_rng(1)
+    return keras.Model([h, theta], [out["stop_logit"], out["word_logits"], out["topic_bias"]]), \
+        layer, [rng.normal(size=(B, L, 7)), rng.normal(size=(B, T))]
+
+
 def _sememe_decoder():
     """Three senses of word 4 and 5, one sense elsewhere; sememes 0..3 plus a private one per
     single-sense word (the knowledge base travels in the layer's config)."""
@@ -131,6 +168,10 @@ CASES = {
     layers.TopicAttention: _topic_attention,
     layers.ConvolutionalTopicModel: _convolutional_topic_model,
     layers.TopicGate: _topic_gate,
+    layers.ContextAttention: _context_attention,
+    layers.LDAInference: _lda_inference,
+    layers.TopicRNNInference: _topic_rnn_inference,
+    layers.TopicRNNOutput: _topic_rnn_output,
     layers.SememeDecoder: _sememe_decoder,
     layers.MixtureOfSoftmaxes: _mixture_of_softmaxes,
 }
@@ -139,8 +180,10 @@ CASES = {
 def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
-    for module in (layers.adaptive_softmax, layers.mixture_of_softmaxes, layers.sememe_decoder,
-                   layers.topic_attention, layers.topic_lstm, layers.topic_model):
+    for module in (layers.adaptive_softmax, layers.context_attention, layers.lda,
+                   layers.mixture_of_softmaxes, layers.sememe_decoder,
+                   layers.topic_attention, layers.topic_lstm, layers.topic_model,
+                   layers.topic_rnn):
         for name, obj in vars(module).items():
             if (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
                     and obj.__module__ == module.__name__ and not name.startswith("_")):

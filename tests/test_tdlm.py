@@ -59,7 +59,8 @@ def test_the_topic_vector_of_a_sentence_ignores_its_own_words(workdir):
 
     def topic_vectors(topic_ids):
         changed = pipeline.SentenceExamples(examples.inputs, examples.targets,
-                                            examples.context, examples.documents)
+                                            examples.context, examples.documents,
+                                            examples.sentences)
         split = type(arrays)(**{**vars(arrays), "topic_ids": topic_ids})
         batch = next(iter(pipeline.sentence_dataset(split, changed, len(first), ("bow",), 300)))
         return model.context(batch, training=False)["topic_vector"].numpy()

@@ -267,7 +267,8 @@ class Trainer:
         return pipeline.make_dataset(arrays, data.seq_len, batch_size, self.config.model.mode,
                                      self.model.context_inputs, data.max_bow, shuffle_seed,
                                      self.examples.get(split),
-                                     self.model.document_features(split, arrays))
+                                     self.model.document_features(split, arrays),
+                                     self.model.context_options)
 
     def distribute(self, dataset: tf.data.Dataset) -> Iterator:
         """The global batches of ``dataset``, each split among the replicas (a generator).

@@ -9,7 +9,9 @@ contract, so a new model is one subclass plus a registry entry
 
 * ``create(config, lm_vocab, topic_vocab, run_dir)``: build itself from a run's configuration;
 * ``context_inputs``: which document-context fields its batches need (``"bow"``: the
-  topic-vocabulary ids of the document minus the sentence; see :mod:`tcnlm_tf.pipeline`);
+  topic-vocabulary ids of the document minus the sentence; ``"preceding"``: those of each
+  preceding sentence; see :mod:`tcnlm_tf.pipeline`), and ``context_options``: the sizes the
+  pipeline makes them with;
 * ``document_features(split, arrays)``: per-document side inputs of a split (TDLM's tags),
   added to each example's batch row;
 * ``context(batch)``: what it derives from them, as an open :class:`Context`;
@@ -103,6 +105,13 @@ class LanguageModel(keras.Model):
 
     #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
     context_inputs: tuple[str, ...] = ()
+
+    @property
+    def context_options(self) -> dict[str, Any]:
+        """Sizes of the context fields that the model sets, passed to
+        :func:`tcnlm_tf.pipeline.context_fields` (``preceding``: ``sentences`` N and
+        ``words`` W); none by default."""
+        return {}
 
     @classmethod
     def create(cls, config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",

@@ -180,6 +180,42 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
                    "must be a positive integer")),
         has_topics=True,
         test_flags=("--num-topics", "4", "--num-filters", "6", "--topic-dim", "8")),
+    ModelSpec(
+        "lda_lstm", "tcnlm_tf.models.lda_lstm:LDALSTM",
+        "LSTM whose output is concatenated with a pre-trained LDA's document-topic "
+        "distribution (Lau et al. 2017's lstm+lda; Wang et al. 2018 Table 2)",
+        options=(
+            NUM_TOPICS,
+            Option("lda_alpha", float, 0.1, "LDA's symmetric document-topic prior alpha",
+                   _positive, "must be positive"),
+            Option("lda_eta", float, 0.01, "LDA's symmetric topic-word prior eta",
+                   _positive, "must be positive"),
+            Option("lda_passes", int, 10, "passes of gensim's LDA over the training documents",
+                   _positive, "must be a positive integer"),
+            Option("lda_inference_steps", int, 50, "variational E-step iterations that infer a "
+                   "document's topic distribution (in the graph, as gensim's inference)",
+                   _positive, "must be a positive integer")),
+        has_topics=True, test_flags=("--num-topics", "4", "--lda-passes", "2")),
+    ModelSpec(
+        "lclm", "tcnlm_tf.models.lclm:LCLM",
+        "Larger-context LM: attention over the bags of words of the preceding sentences, "
+        "fused late with the LSTM output (Wang and Cho 2016)",
+        options=(
+            Option("context_sentences", int, 4, "preceding sentences of the document read as "
+                   "context (4, as tuned by Lau et al. 2017)", _positive,
+                   "must be a positive integer"),
+            Option("context_words", int, 50, "topic-vocabulary words kept per context sentence",
+                   _positive, "must be a positive integer")),
+        test_flags=("--context-sentences", "2", "--context-words", "6")),
+    ModelSpec(
+        "topic_rnn", "tcnlm_tf.models.topic_rnn:TopicRNN",
+        "Topic-RNN: a Gaussian document vector theta biases the non-stop-word softmax "
+        "(Dieng, Wang, Gao, Paisley 2017)",
+        options=(NUM_TOPICS, NTM_HIDDEN),
+        defaults={"decoder": "softmax"}, has_topics=True, test_flags=NTM_TEST_FLAGS,
+        checks=((lambda m: m.decoder == "softmax" and not m.tie_embeddings,
+                 "--model topic_rnn adds b^T theta to a full softmax's logits; use --decoder "
+                 "softmax without --tie-embeddings"),)),
 )}
 
 

@@ -1,0 +1,167 @@
+"""The layers of Topic-RNN: its inference network and its output layer.
+
+Reference: A. B. Dieng, C. Wang, J. Gao, J. Paisley, "TopicRNN: A Recurrent Neural Network
+with Long-Range Semantic Dependency", ICLR 2017, Sec. 3. Its generative process, for a
+document with topic vector theta and an RNN with hidden states h_t [H]:
+
+1. theta ~ N(0, I_K);
+2. for every word t: the stop-word indicator l_t ~ Bernoulli(sigmoid(Gamma^T h_t + gamma_0)),
+   then y_t from the full-vocabulary softmax
+   ``p(y_t = i | h_t, theta, l_t) ∝ exp(v_i^T h_t + c_i + (1 - l_t) b_i^T theta)``.
+
+Training maximises the variational lower bound (Sec. 3, "model inference") with
+``q(theta | X_c)``, a diagonal Gaussian computed by a feed-forward network from the
+document's term frequencies X_c without stop words (:class:`TopicRNNInference`).
+:class:`TopicRNNOutput` gives the three logits of step 2; the probabilities built from them
+are the model's (:mod:`tcnlm_tf.models.topic_rnn`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+import tensorflow as tf
+
+from layers.adaptive_softmax import AdaptiveSoftmax
+from layers.topic_model import _positive_int
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class TopicRNNInference(keras.layers.Layer):
+    """The inference network q(theta | X_c) = N(mu(X_c), diag(sigma^2(X_c))) (Sec. 3).
+
+    ``log1p(X_c)`` [B, D] goes through ``len(hidden_units)`` Dense+ReLU layers (the paper's
+    g), then two linear heads give ``mu`` [B, K] and ``log sigma^2`` [B, K]. As the neural
+    topic model of :mod:`layers.topic_model`: the log1p only rescales the counts, and the
+    log-variance head starts at zero (kernel and bias), so every initial variance is 1, the
+    prior's. (The paper's head gives ``log sigma``; ``log sigma^2`` is the same family.)
+
+    Args:
+        vocab_size: D, the width of the term-frequency input.
+        num_topics: K, the dimension of theta.
+        hidden_units: widths of the ReLU layers (may be empty).
+        **kwargs: passed to :class:`keras.layers.Layer`.
+    """
+
+    def __init__(self, vocab_size: int, num_topics: int,
+                 hidden_units: Sequence[int] = (256, 256), **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = _positive_int(vocab_size, "TopicRNNInference vocab_size")
+        self.num_topics = _positive_int(num_topics, "TopicRNNInference num_topics")
+        self.hidden_units = tuple(_positive_int(h, "TopicRNNInference hidden_units")
+                                  for h in hidden_units)
+
+    def build(self, input_shape):
+        if input_shape[-1] != self.vocab_size:
+            raise ValueError(f"TopicRNNInference expects term frequencies [B, "
+                             f"{self.vocab_size}], got shape {input_shape}.")
+        self.encoder_kernels, self.encoder_biases = [], []
+        width = self.vocab_size
+        for i, units in enumerate(self.hidden_units):
+            self.encoder_kernels.append(self.add_weight(
+                name=f"encoder_{i}_kernel", shape=(width, units), initializer="glorot_uniform"))
+            self.encoder_biases.append(self.add_weight(
+                name=f"encoder_{i}_bias", shape=(units,), initializer="zeros"))
+            width = units
+        self.mean_kernel = self.add_weight(name="mean_kernel", shape=(width, self.num_topics),
+                                           initializer="glorot_uniform")
+        self.mean_bias = self.add_weight(name="mean_bias", shape=(self.num_topics,),
+                                         initializer="zeros")
+        self.log_variance_kernel = self.add_weight(
+            name="log_variance_kernel", shape=(width, self.num_topics), initializer="zeros")
+        self.log_variance_bias = self.add_weight(
+            name="log_variance_bias", shape=(self.num_topics,), initializer="zeros")
+
+    @staticmethod
+    def kl_to_standard_normal(mean: tf.Tensor, log_variance: tf.Tensor) -> tf.Tensor:
+        """KL(N(mu, diag(sigma^2)) || N(0, I)) = 1/2 sum_k (mu_k^2 + sigma_k^2 - 1 -
+        log sigma_k^2): ``mean``, ``log_variance`` [B, K] -> [B]."""
+        return 0.5 * tf.reduce_sum(
+            tf.square(mean) + tf.exp(log_variance) - 1.0 - log_variance, axis=-1)
+
+    def call(self, counts, training=False, sample=None):
+        """Term frequencies X_c [B, D] -> a dict of [B, K] tensors ``mean`` (mu),
+        ``log_variance`` (log sigma^2) and ``theta``, and ``kl`` [B], KL(q(theta|X_c) ||
+        N(0, I)).
+
+        ``theta`` is the reparameterised draw mu + sigma * eps, eps ~ N(0, I), when sampling,
+        else mu; ``sample=None`` means "sample iff ``training``" (both Python bools)."""
+        h = tf.math.log1p(tf.cast(counts, self.compute_dtype))
+        for kernel, bias in zip(self.encoder_kernels, self.encoder_biases):
+            h = tf.nn.relu(tf.matmul(h, kernel) + bias)
+        mean = tf.matmul(h, self.mean_kernel) + self.mean_bias
+        log_variance = tf.matmul(h, self.log_variance_kernel) + self.log_variance_bias
+        draw = training if sample is None else sample
+        theta = (mean + tf.exp(0.5 * log_variance) * tf.random.normal(tf.shape(mean))
+                 if draw else mean)
+        return {"mean": mean, "log_variance": log_variance, "theta": theta,
+                "kl": self.kl_to_standard_normal(mean, log_variance)}
+
+    def compute_output_shape(self, input_shape):
+        batch = input_shape[0]
+        return {"mean": (batch, self.num_topics), "log_variance": (batch, self.num_topics),
+                "theta": (batch, self.num_topics), "kl": (batch,)}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, num_topics=self.num_topics,
+                      hidden_units=list(self.hidden_units))
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class TopicRNNOutput(AdaptiveSoftmax):
+    """The logits of Topic-RNN's word and stop-word distributions (Sec. 3, step 2).
+
+    A full softmax (an :class:`AdaptiveSoftmax` without tail clusters, the project's
+    ``--decoder softmax``) whose ``head_kernel`` [H, V] holds the word vectors v_i and
+    ``head_bias`` [V] their biases c_i, extended with the stop-word classifier Gamma
+    (``stop_kernel`` [H, 1]) and gamma_0 (``stop_bias`` []) and the topic matrix B [V, K],
+    stored transposed as ``topic_kernel`` [K, V] (no bias): row k of ``topic_kernel``, the
+    column k of B, is topic k's additive bias on every word's logit.
+
+    :meth:`call`: hidden h [..., H] and theta [B, K] -> a dict of
+
+    * ``stop_logit`` [...]: Gamma^T h + gamma_0, the logit of p(l = 1 | h);
+    * ``word_logits`` [..., V]: v_i^T h + c_i for every word i;
+    * ``topic_bias`` [B, V]: B theta, added to ``word_logits`` where l = 0.
+
+    Args:
+        vocab_size: V, the LM vocabulary size.
+        num_topics: K, the dimension of theta.
+        **kwargs: passed to :class:`keras.layers.Layer`.
+    """
+
+    def __init__(self, vocab_size: int, num_topics: int, **kwargs):
+        super().__init__(vocab_size, (), **kwargs)
+        self.num_topics = _positive_int(num_topics, "TopicRNNOutput num_topics")
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.stop_kernel = self.add_weight(name="stop_kernel", shape=(self.input_dim, 1),
+                                           initializer="glorot_uniform")
+        self.stop_bias = self.add_weight(name="stop_bias", shape=(), initializer="zeros")
+        self.topic_kernel = self.add_weight(name="topic_kernel",
+                                            shape=(self.num_topics, self.vocab_size),
+                                            initializer="glorot_uniform")
+
+    def call(self, hidden, theta):
+        hidden = tf.cast(hidden, self.compute_dtype)
+        flat = tf.reshape(hidden, [-1, self.input_dim])
+        leading = tf.shape(hidden)[:-1]
+        stop_logit = tf.matmul(flat, self.stop_kernel)[:, 0] + self.stop_bias
+        word_logits = self._head_logits(flat)
+        return {"stop_logit": tf.reshape(stop_logit, leading),
+                "word_logits": tf.reshape(word_logits, tf.concat([leading, [self.vocab_size]], 0)),
+                "topic_bias": tf.matmul(tf.cast(theta, self.compute_dtype), self.topic_kernel)}
+
+    def compute_output_shape(self, hidden_shape, theta_shape):
+        leading = tuple(hidden_shape[:-1])
+        return {"stop_logit": leading, "word_logits": leading + (self.vocab_size,),
+                "topic_bias": (theta_shape[0], self.vocab_size)}
+
+    def get_config(self):
+        config = super().get_config()
+        del config["cutoffs"], config["div_value"]     # always a full softmax
+        config.update(num_topics=self.num_topics)
+        return config

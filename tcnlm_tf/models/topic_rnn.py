@@ -1,0 +1,200 @@
+"""Topic-RNN (Dieng, Wang, Gao, Paisley, ICLR 2017): a Gaussian document vector theta
+biases the LSTM language model's softmax wherever the next word is not a stop word.
+
+The model (Sec. 3; :mod:`layers.topic_rnn`): theta ~ N(0, I_K); at every position, from
+the top LSTM output h [H], a stop-word indicator l ~ Bernoulli(sigmoid(Gamma^T h +
+gamma_0)) and then the next word from the full-vocabulary softmax
+
+    p(y = i | h, theta, l) ∝ exp(v_i^T h + c_i + (1 - l) b_i^T theta).
+
+q(theta | d) is a diagonal Gaussian from a feed-forward network over the document's term
+frequencies without stop words: in this project ``batch["bow"]``, the topic-vocabulary ids
+of the document minus the current sentence, so each sentence example has its own theta
+(as TCNLM's topic proportions).
+
+Probabilities. The next-word distribution the model reports (perplexity, scoring,
+generation) is the marginal over the latent indicator, a proper distribution over y that
+does not look at the target:
+
+    p(y | h, theta) = sum_{l in {0, 1}} p(l | h) softmax(v h + c + (1 - l) B theta)_y,
+
+which is the generative process: draw l, then y. Training maximises the paper's ELBO, with
+l observed as l(y) from the stop-word list:
+
+    sum_t w_t [log p(y_t | h_t, theta, l(y_t)) + log p(l(y_t) | h_t)] - KL(q(theta|d) || N(0, I))
+
+with one reparameterised sample of theta per sentence (the posterior mean at evaluation).
+``ModelOutput.target_log_probs`` holds the marginal log p(y_t | h_t, theta), so the
+training loop's NLL is the honest one; ``aux_loss`` adds, for every real target,
+
+    log p(y_t | h_t, theta) - log p(y_t, l(y_t) | h_t, theta) = -log p(l(y_t) | y_t, h_t, theta),
+
+which is >= 0 (p(y) = sum_l p(y, l) >= p(y, l(y)) for any l: the model's posterior
+probability of the observed indicator is at most 1), plus the summed KL. The total loss is
+then exactly -(joint log-likelihood) + KL, the negative ELBO.
+
+The stop mask l(i) over the LM vocabulary is 1 for the words of the run's stop-word list
+(``--stopwords``, default the project's own) and for ``<eos>`` and ``<pad>``, 0 for the
+other words and for ``<unk>``; it is a constant of the model, rebuilt from the run's
+configuration when a run is loaded.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from layers.topic_model import BagOfWords
+from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
+from tcnlm_tf.models.base import Context, ModelOutput, TopicModel
+from tcnlm_tf.models.lstm import RecurrentLanguageModel
+from tcnlm_tf.pipeline import UNK_ID
+from tcnlm_tf.vocab import EOS, PAD, load_stopwords
+
+
+def stop_word_mask(words: Sequence[str], stopwords: frozenset[str]) -> np.ndarray:
+    """l(i) float32 [V]: 1 for the stop words of ``words``, ``<eos>`` and ``<pad>``."""
+    return np.asarray([w in stopwords or w in (EOS, PAD) for w in words], np.float32)
+
+
+class TopicRNN(RecurrentLanguageModel, TopicModel):
+    """Topic-RNN (see the module docstring). ``Context["theta"]`` holds theta [B, K].
+
+    Shapes: batch ``bow`` [B, m] topic-vocabulary ids -> theta [B, K]; the LSTM outputs
+    h [B, L, H] and theta give log-probabilities [B, L, V] (:meth:`log_probs`). The output
+    layer is :class:`layers.topic_rnn.TopicRNNOutput` (a full softmax; the registry admits
+    only ``--decoder softmax`` without tied embeddings)."""
+
+    context_inputs = ("bow",)
+    topic_vocabulary = "lm"
+
+    def __init__(self, vocab_size: int, topic_vocab_size: int, stop_mask: Sequence[float],
+                 num_topics: int = 50, ntm_hidden_units: Sequence[int] = (256, 256),
+                 **kwargs):
+        self.num_topics = num_topics  # before super().__init__, which builds the output layer
+        super().__init__(vocab_size, **kwargs)
+        mask = np.asarray(stop_mask, np.float32)
+        if mask.shape != (vocab_size,):
+            raise ValueError(f"stop_mask must have shape ({vocab_size},), got {mask.shape}")
+        content = mask == 0
+        content[UNK_ID] = False
+        self.stop_mask = tf.constant(mask)                  # l(i) [V]
+        self.content_words = tf.constant(content)           # the words topics may hold [V]
+        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
+        self.inference = TopicRNNInference(topic_vocab_size, num_topics,
+                                           hidden_units=tuple(ntm_hidden_units),
+                                           name="inference_network")
+
+    @classmethod
+    def create(cls, config, lm_vocab, topic_vocab, run_dir=None) -> "TopicRNN":
+        m = config.model
+        return cls(topic_vocab_size=len(topic_vocab),
+                   stop_mask=stop_word_mask(lm_vocab.words, load_stopwords(config.data.stopwords)),
+                   num_topics=m.option("num_topics"),
+                   ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
+                   name="topic_rnn", **cls.lm_arguments(config, lm_vocab, run_dir))
+
+    def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
+        """Gamma, gamma_0, v, c and B (:class:`TopicRNNOutput`). Its v and c are the full
+        softmax of ``--decoder softmax``, the one decoder the registry allows this model."""
+        return TopicRNNOutput(self.vocab_size, self.num_topics, name="softmax")
+
+    # ------------------------------------------------------------- theta
+    def _posterior(self, batch, training=False, sample=None) -> dict[str, tf.Tensor]:
+        """:meth:`TopicRNNInference.call` on the counts of ``batch["bow"]``."""
+        return self.inference(self.bag_of_words(batch["bow"]), training=training,
+                              sample=sample)
+
+    def context(self, batch, training=False) -> Context:
+        """theta [B, K] (a sample while training, the posterior mean otherwise), with the
+        summed KL(q(theta|d) || N(0, I)) as ``aux_loss`` and metric ``topic_rnn_kl``."""
+        posterior = self._posterior(batch, training)
+        kl = tf.reduce_sum(posterior["kl"])
+        return Context({"theta": posterior["theta"]}, aux_loss=kl,
+                       aux_metrics={"topic_rnn_kl": kl})
+
+    # ----------------------------------------------------- probabilities
+    def _logits(self, hidden, context) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(stop logit [...], word logits [..., V], B theta [B, V]) for h [..., H]."""
+        out = self.softmax(hidden, context["theta"])
+        return out["stop_logit"], out["word_logits"], out["topic_bias"]
+
+    @staticmethod
+    def _spread(bias: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+        """B theta [B, V] -> [B, 1.., V], to add to logits ``like`` [B, .., V]."""
+        shape = tf.concat([tf.shape(bias)[:1], [1] * (len(like.shape) - 2),
+                           tf.shape(bias)[1:]], 0)
+        return tf.reshape(bias, shape)
+
+    def log_probs(self, hidden, context) -> tf.Tensor:
+        """log p(y | h, theta) [..., V] for h [..., H]: the marginal over l (sums to 1)."""
+        stop_logit, logits, bias = self._logits(hidden, context)
+        stop = tf.math.log_sigmoid(stop_logit)[..., None] + tf.nn.log_softmax(logits)
+        content = (tf.math.log_sigmoid(-stop_logit)[..., None]
+                   + tf.nn.log_softmax(logits + self._spread(bias, logits)))
+        return tf.reduce_logsumexp(tf.stack([stop, content]), axis=0)
+
+    def _target_terms(self, hidden, targets, context) -> dict[str, tf.Tensor]:
+        """Per-target terms [...] for h [..., H] and ``targets`` [...] (leading dim B):
+        ``marginal`` log p(y | h, theta), ``joint`` log p(y, l(y) | h, theta) and
+        ``indicator`` log p(l(y) | h)."""
+        stop_logit, logits, bias = self._logits(hidden, context)
+        targets = tf.cast(targets, tf.int32)
+        target_logit = tf.gather(logits, targets, batch_dims=len(targets.shape))
+        target_bias = tf.gather(bias, targets, batch_dims=1)
+        log_stop, log_content = (tf.math.log_sigmoid(stop_logit),
+                                 tf.math.log_sigmoid(-stop_logit))   # log p(l = 1 | h), l = 0
+        # log p(l=1 | h) p(y | h, l=1) and log p(l=0 | h) p(y | h, theta, l=0)
+        stop_word = log_stop + target_logit - tf.reduce_logsumexp(logits, axis=-1)
+        content_word = (log_content + target_logit + target_bias
+                        - tf.reduce_logsumexp(logits + self._spread(bias, logits), axis=-1))
+        observed_stop = tf.gather(self.stop_mask, targets) > 0
+        return {"marginal": tf.reduce_logsumexp(tf.stack([stop_word, content_word]), axis=0),
+                "joint": tf.where(observed_stop, stop_word, content_word),
+                "indicator": tf.where(observed_stop, log_stop, log_content)}
+
+    def target_log_prob(self, hidden, targets, context) -> tf.Tensor:
+        """log p(target | h, theta) [...]: the marginal over l, as :meth:`log_probs`."""
+        return self._target_terms(hidden, targets, context)["marginal"]
+
+    def call(self, batch, training=False, state=None) -> ModelOutput:
+        """``target_log_probs``: the marginal log p(y_t | h_t, theta) [B, L]; ``aux_loss``:
+        the summed KL plus sum_t w_t (log p(y_t) - log p(y_t, l(y_t))) over real targets
+        (see the module docstring), so the loss is the negative ELBO; ``aux_metrics``:
+        ``topic_rnn_kl`` and ``stop_word_nll``, -sum_t w_t log p(l(y_t) | h_t)."""
+        context = self.context(batch, training=training)
+        hidden, new_state = self.encode(batch["inputs"], context, training=training,
+                                        state=state, reset=batch.get("reset"))
+        terms = self._target_terms(hidden, batch["targets"], context)
+        weights = batch["weights"]
+
+        def weighted_sum(values):
+            # where, not a product alone: padded positions may hold any value
+            return tf.reduce_sum(tf.where(weights > 0, values * weights, 0.0))
+
+        indicator_nll = weighted_sum(terms["marginal"] - terms["joint"])
+        return ModelOutput(terms["marginal"], state=new_state,
+                           aux_loss=context.aux_loss + indicator_nll,
+                           aux_metrics={**context.aux_metrics,
+                                        "stop_word_nll": -weighted_sum(terms["indicator"])})
+
+    # ------------------------------------------------------ topic interface
+    def infer_topics(self, batch, training=False, sample=None) -> tf.Tensor:
+        """softmax(mu) [B, K] (softmax of a draw of theta with ``sample=True``): a display of
+        which topics the document switches on. theta itself is Gaussian, not proportions;
+        the LM reads theta (:meth:`context`)."""
+        return tf.nn.softmax(self._posterior(batch, training, sample)["theta"], axis=-1)
+
+    def topic_word(self) -> tf.Tensor:
+        """[K, V]: row k is the softmax of column k of B over the LM words that are neither
+        stop words nor special tokens (those get probability 0): the words whose
+        probability topic k raises most."""
+        logits = self.softmax.topic_kernel
+        return tf.nn.softmax(tf.where(self.content_words, logits, -np.inf), axis=-1)
+
+    def topic_context(self, topics) -> Context:
+        """theta = ``topics`` [B, K]: a one-hot row for topic k adds column k of B to the
+        non-stop-word logits, a mixture t adds B t."""
+        return Context({"theta": tf.cast(topics, tf.float32)})

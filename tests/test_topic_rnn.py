@@ -1,0 +1,256 @@
+"""Topic-RNN (Dieng et al. 2017): its probabilities and training objective against a NumPy
+reference, where theta enters (the non-stop-word branch only), the KL of its inference
+network, its layers' serialisation, and a tiny run through train.run."""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorboard.backend.event_processing import event_accumulator
+
+from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
+from tcnlm_tf.models.base import Context
+from tcnlm_tf.models.registry import MODELS
+from tcnlm_tf.models.topic_rnn import TopicRNN, stop_word_mask
+from tcnlm_tf.vocab import load_stopwords
+from tests.conftest import TINY, run_flags
+
+V, TOPIC_V, K, H = 12, 9, 3, 6
+#: words 0 (<pad>), 2 (<eos>), 3 and 4 are stop words; 1 (<unk>) and 5.. are not
+STOP = np.array([1, 0, 1, 1, 1] + [0] * (V - 5), np.float32)
+INPUTS = np.array([[2, 5, 3, 7, 4], [2, 8, 9, 0, 0]])
+TARGETS = np.array([[5, 3, 7, 4, 2], [8, 9, 2, 0, 0]])
+BOW = np.array([[1, 4, 4, 6, 0], [2, 3, 0, 0, 0]])
+
+
+def make_model(seed=3):
+    """A tiny Topic-RNN with random weights everywhere (zero-initialised ones included)."""
+    model = TopicRNN(V, TOPIC_V, STOP, num_topics=K, ntm_hidden_units=(5,), embedding_dim=4,
+                     hidden_size=H, dropout=0.0)
+    model(batch())
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        w.assign(rng.normal(scale=0.7, size=w.shape).astype("float32"))
+    return model
+
+
+def batch(targets=TARGETS, bow=BOW):
+    targets = tf.constant(targets)
+    return {"inputs": tf.constant(INPUTS), "targets": targets, "bow": tf.constant(bow),
+            "weights": tf.cast(targets != 0, tf.float32)}
+
+
+def weights_of(layer):
+    return {w.name: w.numpy().astype(np.float64) for w in layer.weights}
+
+
+def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def numpy_posterior(model, bow):
+    """(mu, log sigma^2) [B, K] of q(theta|d), and the analytic KL [B], in float64."""
+    w = weights_of(model.inference)
+    counts = np.stack([np.bincount(row[row > 0], minlength=TOPIC_V) for row in bow])
+    h = np.log1p(counts.astype(np.float64))
+    h = np.maximum(h @ w["encoder_0_kernel"] + w["encoder_0_bias"], 0.0)
+    mu = h @ w["mean_kernel"] + w["mean_bias"]
+    log_var = h @ w["log_variance_kernel"] + w["log_variance_bias"]
+    kl = 0.5 * (mu ** 2 + np.exp(log_var) - 1.0 - log_var).sum(-1)
+    return mu, log_var, kl
+
+
+def numpy_branches(model, hidden, theta):
+    """From hidden [B, L, H] and theta [B, K] (float64): the stop logit Gamma^T h + gamma_0
+    [B, L], log p(l=1|h) + log softmax(vh + c) and log p(l=0|h) + log softmax(vh + c +
+    B theta), both [B, L, V]."""
+    w = weights_of(model.softmax)
+    logits = hidden @ w["head_kernel"] + w["head_bias"]
+    stop_logit = (hidden @ w["stop_kernel"])[..., 0] + w["stop_bias"]
+    bias = (theta @ w["topic_kernel"])[:, None, :]
+    return (stop_logit, log_sigmoid(stop_logit)[..., None] + log_softmax(logits),
+            log_sigmoid(-stop_logit)[..., None] + log_softmax(logits + bias))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return make_model()
+
+
+def test_probabilities_and_objective_match_numpy(model):
+    b = batch()
+    mu, _, kl = numpy_posterior(model, BOW)
+    hidden = model.encode(b["inputs"], Context())[0]
+    stop_logit, stop, content = numpy_branches(model, hidden.numpy().astype(np.float64), mu)
+    marginal = np.logaddexp(stop, content)                                     # [B, L, V]
+    np.testing.assert_allclose(np.exp(marginal).sum(-1), 1.0, atol=1e-12)
+
+    context = model.context(b)
+    np.testing.assert_allclose(context["theta"].numpy(), mu, rtol=1e-5, atol=1e-5)
+    full = model.log_probs(hidden, context).numpy()
+    np.testing.assert_allclose(np.exp(full).sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(full, marginal, atol=1e-4)
+
+    pick = lambda x: np.take_along_axis(x, TARGETS[..., None], -1)[..., 0]  # noqa: E731
+    target_marginal = pick(marginal)
+    np.testing.assert_allclose(model.target_log_prob(hidden, b["targets"], context).numpy(),
+                               target_marginal, atol=1e-4)
+
+    # the paper's objective: log p(y_t | h, theta, l_t) + log p(l_t | h), l_t observed
+    l_obs = STOP[TARGETS] > 0
+    joint = np.where(l_obs, pick(stop), pick(content))
+    w = TARGETS != 0
+    indicator = np.where(l_obs, log_sigmoid(stop_logit), log_sigmoid(-stop_logit))
+
+    out = model(b)
+    np.testing.assert_allclose(out.target_log_probs.numpy(), target_marginal, atol=1e-4)
+    np.testing.assert_allclose(float(out.aux_loss),
+                               kl.sum() + (target_marginal - joint)[w].sum(), rtol=1e-4)
+    np.testing.assert_allclose(float(out.aux_metrics["topic_rnn_kl"]), kl.sum(), rtol=1e-4)
+    np.testing.assert_allclose(float(out.aux_metrics["stop_word_nll"]), -indicator[w].sum(),
+                               rtol=1e-4)
+    terms = model.loss_terms(b)
+    np.testing.assert_allclose(float(terms["nll_sum"] + terms["aux_loss"]),
+                               -joint[w].sum() + kl.sum(), rtol=1e-4)
+
+
+def test_aux_term_is_minus_log_posterior_of_the_observed_indicator(model):
+    """log p(y) - log p(y, l(y)) = -log p(l(y) | y) >= 0 for every real target."""
+    out = model(batch())
+    assert float(out.aux_loss) - float(out.aux_metrics["topic_rnn_kl"]) > 0.0
+
+
+def test_theta_biases_only_the_non_stop_word_branch(model):
+    hidden = model.encode(tf.constant(INPUTS), Context())[0]
+    theta = [Context({"theta": tf.constant(t, tf.float32)})
+             for t in (np.zeros((2, K)), np.full((2, K), 2.0), np.eye(2, K))]
+    logits = model.softmax(hidden, theta[0]["theta"])["word_logits"]
+    # theta = 0: both branches are softmax(vh + c), whatever p(l|h)
+    np.testing.assert_allclose(model.log_probs(hidden, theta[0]).numpy(),
+                               tf.nn.log_softmax(logits).numpy(), atol=1e-5)
+    assert np.abs(model.log_probs(hidden, theta[1]).numpy()
+                  - model.log_probs(hidden, theta[2]).numpy()).max() > 1e-3
+    stop_bias = model.softmax.stop_bias
+    saved = stop_bias.numpy()
+    try:
+        stop_bias.assign(60.0)          # p(l = 1 | h) = 1: only the stop-word branch
+        for t in theta[1:]:
+            np.testing.assert_allclose(model.log_probs(hidden, t).numpy(),
+                                       tf.nn.log_softmax(logits).numpy(), atol=1e-5)
+        stop_bias.assign(-60.0)         # p(l = 0 | h) = 1: softmax(vh + c + B theta)
+        bias = model.softmax(hidden, theta[1]["theta"])["topic_bias"][:, None, :]
+        np.testing.assert_allclose(model.log_probs(hidden, theta[1]).numpy(),
+                                   tf.nn.log_softmax(logits + bias).numpy(), atol=1e-5)
+    finally:
+        stop_bias.assign(saved)
+
+
+def test_stop_word_targets_train_without_theta(model):
+    """For stop-word targets the objective log p(y | h, l = 1) + log p(l = 1 | h) does not
+    depend on theta (here changed through the document); for other targets it does."""
+    other_bow = np.array([[7, 7, 8, 0, 0], [5, 5, 5, 1, 0]])
+
+    def joint_nll(targets, bow):
+        terms = model.loss_terms(batch(targets, bow))
+        return float(terms["nll_sum"] + terms["aux_loss"] - terms["aux_metrics"]["topic_rnn_kl"])
+
+    stop_targets = np.array([[3, 4, 2, 3, 4], [2, 3, 4, 0, 0]])
+    assert joint_nll(stop_targets, BOW) == pytest.approx(joint_nll(stop_targets, other_bow),
+                                                         abs=1e-5)
+    assert abs(joint_nll(TARGETS, BOW) - joint_nll(TARGETS, other_bow)) > 1e-3
+
+
+def test_kl_is_the_analytic_kl_and_samples_follow_the_posterior(model):
+    counts = np.random.default_rng(0).integers(0, 3, size=(4, TOPIC_V)).astype(np.float32)
+    out = model.inference(counts, training=False)
+    mean, log_var = out["mean"].numpy(), out["log_variance"].numpy()
+    assert np.abs(log_var).max() > 0.1                       # not the initial variance 1
+    analytic = 0.5 * (mean ** 2 + np.exp(log_var) - 1.0 - log_var).sum(-1)
+    np.testing.assert_allclose(out["kl"].numpy(), analytic, rtol=1e-5)
+    q = tfp.distributions.MultivariateNormalDiag(mean, tf.exp(0.5 * log_var))
+    prior = tfp.distributions.MultivariateNormalDiag(tf.zeros(K), tf.ones(K))
+    np.testing.assert_allclose(out["kl"].numpy(),
+                               tfp.distributions.kl_divergence(q, prior).numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(out["theta"].numpy(), mean)
+
+    tf.random.set_seed(0)
+    draws = model.inference(np.repeat(counts[:1], 20000, 0), training=True)["theta"].numpy()
+    std = np.exp(0.5 * log_var[0])
+    assert (np.abs(draws.mean(0) - mean[0]) < 0.05 * std).all()
+    np.testing.assert_allclose(draws.std(0), std, rtol=0.05)
+    forced = model.inference(counts, training=False, sample=True)["theta"].numpy()
+    assert not np.allclose(forced, mean)
+
+
+def test_initial_posterior_has_unit_variance():
+    layer = TopicRNNInference(TOPIC_V, K, hidden_units=(4,))
+    out = layer(np.ones((2, TOPIC_V), np.float32))
+    np.testing.assert_array_equal(out["log_variance"].numpy(), 0.0)
+
+
+def test_topic_words_put_no_mass_on_stop_words_and_specials(model):
+    beta = model.topic_word().numpy()
+    assert beta.shape == (K, V)
+    np.testing.assert_allclose(beta.sum(-1), 1.0, atol=1e-6)
+    assert (beta[:, STOP > 0] == 0).all() and (beta[:, 1] == 0).all()     # 1: <unk>
+    kernel = model.softmax.topic_kernel.numpy()
+    content = np.flatnonzero(STOP == 0)[1:]
+    np.testing.assert_allclose(beta[:, content], np.exp(log_softmax(kernel[:, content])),
+                               atol=1e-6)
+
+
+def test_topic_context_uses_the_topic_vector_as_theta(model):
+    topics = tf.constant(np.eye(K, dtype=np.float32)[:2])
+    np.testing.assert_array_equal(model.topic_context(topics)["theta"].numpy(), topics.numpy())
+    infer = model.infer_topics(batch()).numpy()
+    np.testing.assert_allclose(infer.sum(-1), 1.0, atol=1e-6)
+
+
+def test_stop_word_mask_marks_stop_words_eos_and_pad_not_unk():
+    words = ["<pad>", "<unk>", "<eos>", "the", "election", "of", "senate"]
+    np.testing.assert_array_equal(stop_word_mask(words, load_stopwords()),
+                                  [1, 0, 1, 1, 0, 1, 0])
+
+
+@pytest.mark.parametrize("layer", [TopicRNNInference(TOPIC_V, K, hidden_units=(4, 5)),
+                                   TopicRNNOutput(V, K)])
+def test_layers_serialise(layer):
+    config = keras.saving.serialize_keras_object(layer)
+    assert config["registered_name"].startswith("tcnlm_tf>")
+    clone = keras.saving.deserialize_keras_object(config)
+    assert type(clone) is type(layer) and clone.get_config() == layer.get_config()
+
+
+def test_tiny_run_trains_and_logs_its_terms(tmp_path):
+    """A whole epoch on the tiny corpus: the training loss falls, the test perplexity beats
+    a uniform guess, both model terms reach TensorBoard, and the loaded run's topics put
+    no mass on stop words."""
+    from tcnlm_tf.runs import load_run
+    from train.run import main as train
+
+    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
+    metrics = train(whole_epoch + ["--model", "topic_rnn", *MODELS["topic_rnn"].test_flags,
+                                   "--learning-rate", "0.01", "--log-every", "5"]
+                    + run_flags(tmp_path, "trnn"))
+    run_dir = tmp_path / "runs" / "trnn"
+    run = load_run(run_dir)
+    assert metrics["test_perplexity"] < len(run.lm_vocab)
+    acc = event_accumulator.EventAccumulator(str(run_dir / "tensorboard"),
+                                             size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    assert {"train/loss", "train/topic_rnn_kl", "train/stop_word_nll"} <= set(
+        acc.Tags()["tensors"])
+    losses = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/loss")]
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
+
+    beta = run.model.topic_word().numpy()
+    stop = stop_word_mask(run.lm_vocab.words, load_stopwords()) > 0
+    assert stop.sum() > 2 and (beta[:, stop] == 0).all()
+    np.testing.assert_allclose(beta.sum(-1), 1.0, atol=1e-5)
