@@ -174,6 +174,15 @@ class RunConfig:
                             "made by `python -m train.run`?")
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
+    def validate_for_vocabulary(self, lm_vocab_size: int) -> None:
+        """Reject settings that do not fit the corpus's LM vocabulary (known once it is
+        loaded, before any model is built)."""
+        cutoffs = self.model.cutoffs
+        if cutoffs and cutoffs[-1] >= lm_vocab_size:
+            raise UserError(f"--cutoffs {','.join(map(str, cutoffs))}: every cutoff must be "
+                            f"below the LM vocabulary size {lm_vocab_size}; give smaller ones "
+                            "or leave --cutoffs out to choose them from the vocabulary")
+
     def validate(self) -> None:
         """Reject invalid settings and flag combinations before any work starts."""
         d, m, t = self.data, self.model, self.train
@@ -205,6 +214,10 @@ class RunConfig:
              "use it with --decoder softmax (sdlm and mos are always tied)"),
             (not (m.cutoffs and m.decoder != "adaptive"),
              "--cutoffs only applies to --decoder adaptive"),
+            (not m.cutoffs or (m.cutoffs[0] > 0 and all(
+                b > a for a, b in zip(m.cutoffs, m.cutoffs[1:]))),
+             f"--cutoffs {','.join(map(str, m.cutoffs or []))}: cutoffs must be positive and "
+             "strictly increasing, e.g. 2000,10000"),
             ((m.decoder == "sdlm") == (m.knowledge_base is not None),
              "--decoder sdlm needs --knowledge-base hownet:FILE|wordnet|synthetic"
              if m.decoder == "sdlm" else "--knowledge-base only applies to --decoder sdlm"),

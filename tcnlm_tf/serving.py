@@ -16,13 +16,15 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     negative log-probability).
 ``next_words``
     ``context`` string [B] (the sentence so far), ``documents`` string [B], ``k`` int32 []
-    -> ``words`` string [B, k] and ``probabilities`` float32 [B, k], most probable first.
+    -> ``words`` string [B, k] and ``probabilities`` float32 [B, k], most probable first
+    (k >= 1, else an ``InvalidArgument`` error; a k beyond the vocabulary gives every word).
 ``infer_topics`` (topic models)
     ``documents`` string [B] -> ``topics`` float32 [B, T] (the model's topic proportions:
     TCNLM's posterior-mean t, TDLM's attention p).
 ``generate``
     topic models: ``topics`` float32 [B, T] (a topic mixture; one-hot for topic i, the
-    paper's way of conditioning on one topic); other models: ``num_sentences`` int32 []
+    paper's way of conditioning on one topic; a row with a negative entry or not summing to
+    1 is an ``InvalidArgument`` error); other models: ``num_sentences`` int32 []
     (those with document context generate from an empty document); both:
     ``seed`` int64 [], ``temperature`` float32 [] (<= 0: greedy) -> ``sentences`` string
     [B], ``tokens`` string [B, 40], ``num_tokens`` int32 [B]. A sentence ends at ``<eos>``
@@ -71,6 +73,24 @@ def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(words, tf.string), tf.range(len(words), dtype=tf.int32)),
         default_value=default)
+
+
+#: how far a row of ``generate``'s topics may sum from 1 (float32 sums of T proportions)
+TOPIC_SUM_TOLERANCE = 1e-3
+
+
+def checked_topics(topics: tf.Tensor) -> tf.Tensor:
+    """``topics`` [B, T] unchanged if every row is a distribution (no negative entry, sums
+    to 1 within :data:`TOPIC_SUM_TOLERANCE`); otherwise an ``InvalidArgument`` error that
+    says so."""
+    with tf.control_dependencies([
+            tf.debugging.assert_non_negative(
+                topics, message="generate: topics must be non-negative (a distribution over "
+                                "topics, e.g. one-hot for one topic)"),
+            tf.debugging.assert_less_equal(
+                tf.abs(tf.reduce_sum(topics, axis=-1) - 1.0), TOPIC_SUM_TOLERANCE,
+                message="generate: each row of topics must sum to 1")]):
+        return tf.identity(topics)
 
 
 class _ModelHolder:
@@ -128,7 +148,8 @@ class ServingModule(tf.Module):
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents")])
             self.generate = tf.function(
                 lambda topics, seed, temperature: self._generate(
-                    self.model.topic_context(topics), tf.shape(topics)[0], seed, temperature),
+                    self.model.topic_context(checked_topics(topics)), tf.shape(topics)[0],
+                    seed, temperature),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                 name="topics"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
@@ -289,7 +310,8 @@ class ServingModule(tf.Module):
         last = tf.cast(stream.row_lengths(), tf.int32) - 1
         log_p = self.model.log_probs(tf.gather(hidden, last, batch_dims=1), topic_context)
         log_p = tf.where(tf.range(self.vocab_size) == PAD_ID, -float("inf"), log_p)
-        k = tf.clip_by_value(k, 1, self.vocab_size - 1)
+        tf.debugging.assert_positive(k, message="next_words: k must be >= 1")
+        k = tf.minimum(k, self.vocab_size - 1)
         best = tf.math.top_k(log_p, k=k)
         return {"words": tf.gather(self.lm_words, best.indices),
                 "probabilities": tf.exp(best.values)}

@@ -54,6 +54,9 @@ def test_missing_dataset_via_environment_variable(tmp_path):
     (["--synthetic", "no_such_field=3"], "no_such_field"),
     (["--dataset", "bnc", "--synthetic", "seed=3"], "--dataset synthetic"),
     (["--model", "tcnlm", "--topic-word-scale", "0"], "--topic-word-scale"),
+    (["--cutoffs", "5,3"], "strictly increasing"),
+    (["--cutoffs", "0,3"], "positive"),
+    (["--cutoffs", "100,5000", "--max-steps", "1"], "below the LM vocabulary size"),
 ])
 def test_invalid_flags_are_rejected_up_front(tmp_path, args, fragment):
     result = run(*args, "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path))
@@ -87,3 +90,15 @@ def test_config_of_an_earlier_version_keeps_its_own_model_options():
     tcnlm = RunConfig.from_dict({"model": {"model": "tcnlm", "num_topics": 7}})
     tcnlm.validate()
     assert tcnlm.model.option("num_topics") == 7 and tcnlm.model.option("num_factors") is None
+
+
+def test_lr_is_the_learning_rate_and_no_prefix_of_a_flag_is_accepted():
+    """--lr once was taken as a prefix of --lr-decay, leaving the learning rate unchanged."""
+    from train.run import build_parser, config_from_args
+    args = build_parser().parse_args(["--lr", "0.01"])
+    assert config_from_args(args).train.learning_rate == 0.01
+    assert config_from_args(args).train.lr_decay == 0.5
+    for prefix in (["--lr-dec", "0.5"], ["--learning", "0.1"], ["--epoch", "3"]):
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args(prefix)
+        assert stop.value.code == 2

@@ -142,6 +142,13 @@ def test_generate_rejects_bad_topics(tcnlm_run, capsys, args, fragment):
     assert fragment in capsys.readouterr().err
 
 
+def test_topics_rejects_a_non_positive_top_n(tcnlm_run, capsys):
+    from evaluate.topics import main
+    with pytest.raises(SystemExit) as stop:
+        main(run_args(tcnlm_run, "--top-n", "0"))
+    assert stop.value.code == 2 and "--top-n must be a positive integer" in capsys.readouterr().err
+
+
 def test_topic_vector_conditions_generation(tcnlm_run):
     """Different one-hot topics change the next-word distribution (t enters the LM)."""
     from tcnlm_tf.evaluation import topic_vector

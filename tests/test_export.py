@@ -177,3 +177,28 @@ def test_export_of_a_missing_run_is_a_one_line_error(tmp_path):
                              str(tmp_path / "nope")], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=120)
     assert_one_line_error(result, "not found", "--run runs/<name>")
+
+
+def test_exported_signatures_reject_invalid_inputs(exports):
+    """generate's topics must be distributions and next_words' k positive: each otherwise
+    fails in the graph with an InvalidArgument error saying what is wrong."""
+    _, out = exports
+    loaded = tf.saved_model.load(str(out["tcnlm"][1]))
+    num_topics = loaded.signatures["generate"].structured_input_signature[1]["topics"].shape[1]
+    seed, temperature = tf.constant(0, tf.int64), tf.constant(0.0)
+    good = np.eye(num_topics, dtype=np.float32)[:1]
+    loaded.signatures["generate"](topics=tf.constant(good), seed=seed, temperature=temperature)
+    negative = good.copy()
+    negative[0, :2] = [1.5, -0.5]
+    for bad, text in ((negative, "non-negative"), (good * 2, "sum to 1")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=text):
+            loaded.signatures["generate"](topics=tf.constant(bad), seed=seed,
+                                          temperature=temperature)
+    next_words = loaded.signatures["next_words"]
+    context, documents = tf.constant(["a"]), tf.constant([""])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="k must be >= 1"):
+        next_words(context=context, documents=documents, k=tf.constant(0))
+    vocab_size = len(load_run(out["tcnlm"][0]).lm_vocab)
+    every = next_words(context=context, documents=documents, k=tf.constant(10 ** 6))
+    assert every["words"].shape[1] == vocab_size - 1          # all but <pad>
+    assert float(tf.reduce_sum(every["probabilities"])) == pytest.approx(1.0, abs=1e-4)

@@ -12,6 +12,7 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
+from tests.conftest import TINY
 
 SMALL_SYNTHETIC = ["--synthetic", "train_docs=240", "--synthetic", "valid_docs=30",
                    "--synthetic", "test_docs=30", "--synthetic", "num_topics=6",
@@ -46,6 +47,19 @@ def test_unigram_worse_than_lstm_worse_than_oracle(sentence_run):
     oracle = metrics["baselines"]["oracle"]
     assert unigram > lstm > oracle, (unigram, lstm, oracle)
     assert metrics["test_tokens"] > 0
+
+
+def test_resume_at_max_steps_trains_nothing(workdir, capsys):
+    """Resuming a run that stopped at --max-steps N with the same N trains no step (it once
+    trained one more) and keeps its weights."""
+    args = TINY + ["--max-steps", "2"] + common(workdir) + ["--run-name", "at-max-steps"]
+    assert main(args)["steps"] == 2
+    run_dir = workdir / "runs" / "at-max-steps"
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    again = main(args + ["--resume"])
+    assert again["stopped"] == "max_steps" and again["steps"] == 2
+    assert "nothing to train" in capsys.readouterr().out
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == checkpoints
 
 
 def test_resumed_run_finished_all_epochs(sentence_run):

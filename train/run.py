@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, help="global batch size (64; with --strategy "
                        "multi_worker, across all workers)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")
-    train.add_argument("--learning-rate", type=float, help="learning rate (0.001)")
+    train.add_argument("--learning-rate", "--lr", type=float, help="learning rate (0.001)")
     train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
     train.add_argument("--lr-decay", type=float,
                        help="LR factor after an epoch without improvement (0.5)")
@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         run_dir = choose_run_dir(args, config)
 
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
+    config.validate_for_vocabulary(len(corpus.lm_vocab))
     # TensorFlow is imported only once flags and data are known to be good: fast errors.
     from train.trainer import COLLECTIVE_ERRORS, collective_failure, is_chief, make_strategy
 

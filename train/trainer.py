@@ -441,6 +441,10 @@ class Trainer:
         ``'epochs'``, ``'early_stopping'`` or ``'max_steps'``."""
         train = self.config.train
         while int(self.epoch) < train.epochs:
+            if train.max_steps is not None and self.step >= train.max_steps:
+                self.log(f"already at {self.step} steps (--max-steps {train.max_steps}): "
+                         "nothing to train; give a larger --max-steps to continue")
+                return "max_steps"
             if not self._train_epoch():
                 self.save(self.manager)
                 self.log(f"stopped after {self.step} steps (--max-steps); "
