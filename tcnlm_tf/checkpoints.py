@@ -10,10 +10,14 @@ from the same configuration.
 """
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from pathlib import Path
+from typing import Callable, Iterable
 
 import keras
 import tensorflow as tf
+
+from tcnlm_tf.errors import UserError
 
 
 def variable_map(variables: Iterable[keras.Variable],
@@ -40,3 +44,60 @@ def model_checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
              if isinstance(value, keras.optimizers.Optimizer) else value
              for name, value in extra.items()}
     return tf.train.Checkpoint(model=variable_map(model.weights), **extra)
+
+
+#: what restoring a damaged checkpoint raises: TensorFlow's checksum and read errors, a
+#: truncated file's short read, a mismatched or incomplete object graph
+READ_ERRORS = (tf.errors.OpError, ValueError, AssertionError, IndexError, KeyError)
+
+
+def checkpoint_paths(directory: Path | str) -> list[str]:
+    """The checkpoint prefixes in ``directory``, newest first: those of its ``checkpoint``
+    state file, or, when that file is missing or unreadable, every ``<name>-<n>.index``
+    by its number n."""
+    directory = Path(directory)
+    try:
+        state = tf.train.get_checkpoint_state(str(directory))
+    except (tf.errors.OpError, ValueError):        # a damaged state file
+        state = None
+    if state is not None and state.all_model_checkpoint_paths:
+        return [str(directory / Path(p).name) for p in reversed(state.all_model_checkpoint_paths)]
+    numbered = [(int(m.group(1)), str(path.with_suffix(""))) for path in directory.glob("*.index")
+                if (m := re.search(r"-(\d+)$", path.stem))]
+    return [prefix for _, prefix in sorted(numbered, reverse=True)]
+
+
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | str,
+                            log: Callable[[str], None] = print,
+                            partial: bool = False) -> str | None:
+    """Restore the newest checkpoint of ``directory`` that reads back whole, and return its
+    prefix (None when the directory has none).
+
+    A checkpoint that fails to restore (a torn or corrupted data file fails TensorFlow's
+    checksums; a missing file fails to open) is passed over for the next older one, with a
+    one-line notice; when none is readable, a :class:`UserError` names the newest and why.
+    ``partial``: the checkpoint may hold objects ``checkpoint`` does not (e.g. a training
+    checkpoint's optimiser, read for the model alone); every object of ``checkpoint``
+    must still be restored."""
+    failures: list[tuple[str, str]] = []
+    for prefix in checkpoint_paths(directory):
+        try:
+            status = checkpoint.restore(prefix)
+            if partial:
+                status.expect_partial().assert_existing_objects_matched()
+            else:
+                status.assert_consumed()
+        except READ_ERRORS as error:
+            failures.append((prefix, str(error).strip().splitlines()[0][:200]))
+            continue
+        if failures:
+            log(f"warning: skipped unreadable checkpoint(s) "
+                f"{', '.join(Path(p).name for p, _ in failures)} in {directory} "
+                f"({failures[0][1]}); restored {Path(prefix).name}")
+        return prefix
+    if failures:
+        newest, reason = failures[0]
+        raise UserError(f"no readable checkpoint in {directory}: {newest} and "
+                        f"{len(failures) - 1} older one(s) fail to restore ({reason}); the run "
+                        "cannot continue from it, start a new one")
+    return None

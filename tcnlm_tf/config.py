@@ -128,6 +128,7 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 20             # TensorBoard scalars every this many steps
     checkpoint_minutes: float = 10.0  # also checkpoint mid-epoch this often (0: epoch ends only)
+    keep_checkpoints: int = 3       # newest training checkpoints kept (a damaged one falls back)
     strategy: str = "mirrored"      # or "multi_worker": one process per machine, from TF_CONFIG
 
 
@@ -207,6 +208,8 @@ class RunConfig:
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
             (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
             (t.checkpoint_minutes >= 0, "--checkpoint-minutes must be >= 0"),
+            (t.keep_checkpoints >= 2, "--keep-checkpoints must be >= 2 (one to fall back to "
+                                      "when the newest is damaged)"),
             (t.strategy in STRATEGIES,
              f"unknown --strategy {t.strategy!r}; choose one of {STRATEGIES}"),
             (not (m.tie_embeddings and m.decoder == "adaptive"),

@@ -8,11 +8,13 @@ finished). :func:`encode_documents` turns any documents into the run's id arrays
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 from pathlib import Path
 
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import model_checkpoint
+from tcnlm_tf.checkpoints import checkpoint_paths, model_checkpoint, restore_newest_readable
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.data import SplitArrays, encode_split
@@ -55,15 +57,26 @@ def load_run(directory: Path | str) -> Run:
     config = RunConfig.load(directory / "config.json")
     lm_vocab = Vocabulary.load(directory / "lm_vocab.txt", unk=UNK)
     topic_vocab = Vocabulary.load(directory / "topic_vocab.txt")
-    checkpoint = (tf.train.latest_checkpoint(str(directory / "best"))
-                  or tf.train.latest_checkpoint(str(directory / "checkpoints")))
-    if checkpoint is None:
+    if not (checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")):
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
     model = build_model(config, lm_vocab, topic_vocab, directory)
     model(_dummy_batch(config, model))
-    model_checkpoint(model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
-    return Run(directory, config, lm_vocab, topic_vocab, model, checkpoint)
+    return Run(directory, config, lm_vocab, topic_vocab, model, _restore(model, directory))
+
+
+def _restore(model: LanguageModel, directory: Path) -> str:
+    """Restore the newest readable best checkpoint of a run, else its newest readable
+    training checkpoint (each with a notice on stderr when one was passed over)."""
+    warn = functools.partial(print, file=sys.stderr)
+    checkpoint = model_checkpoint(model)
+    try:
+        best = restore_newest_readable(checkpoint, directory / "best", warn, partial=True)
+    except UserError as error:
+        warn(f"warning: {error}; using the newest training checkpoint instead")
+        best = None
+    return best or restore_newest_readable(checkpoint, directory / "checkpoints", warn,
+                                           partial=True)
 
 
 def encode_documents(run: Run, documents: list[Document]) -> SplitArrays:

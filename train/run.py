@@ -26,7 +26,8 @@ from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
 
 #: flags that may change when a run is resumed (the training budget); all others are fixed
-RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes"}
+RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
+             "keep_checkpoints"}
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
 #: synthetic corpus whose topic words are spread over fewer documents
 TOPIC_MIN_DOCS = {"synthetic": 5}
@@ -149,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-minutes", type=float,
                        help="also save a checkpoint this often within an epoch, so a killed "
                        "run loses at most this much work on --resume (10; 0: epoch ends only)")
+    train.add_argument("--keep-checkpoints", type=int,
+                       help="newest checkpoints kept; --resume falls back to an older one when "
+                       "the newest is damaged (3; at least 2)")
     train.add_argument("--strategy", choices=STRATEGIES,
                        help="mirrored: every local GPU (or the CPU) of this process; "
                        "multi_worker: one process per machine, the cluster and this process's "

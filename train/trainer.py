@@ -54,7 +54,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import model_checkpoint
+from tcnlm_tf.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf import decoders
 from tcnlm_tf.config import STATEFUL_MODES, RunConfig
 from tcnlm_tf.data import Corpus
@@ -234,9 +234,10 @@ class Trainer:
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
         # Every worker saves (saving may involve collectives); only the chief's are kept.
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.files_dir / "checkpoints", max_to_keep=3)
+            self.checkpoint, self.files_dir / "checkpoints", max_to_keep=train.keep_checkpoints)
+        # two, so that a damaged newest one still leaves a best checkpoint to fall back to
         self.best_manager = tf.train.CheckpointManager(
-            model_checkpoint(self.model), self.files_dir / "best", max_to_keep=1)
+            model_checkpoint(self.model), self.files_dir / "best", max_to_keep=2)
         self.writer = (tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
                        if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
@@ -419,10 +420,10 @@ class Trainer:
     def resume(self) -> bool:
         """Restore the latest checkpoint; False when the run has none."""
         # the chief's checkpoints, on every worker
-        latest = tf.train.latest_checkpoint(str(self.run_dir / "checkpoints"))
+        latest = restore_newest_readable(self.checkpoint, self.run_dir / "checkpoints",
+                                         self.log)
         if latest is None:
             return False
-        self.checkpoint.restore(latest).assert_consumed()
         self._set_learning_rate()
         metrics = self.run_dir / "metrics.json"
         if metrics.is_file():
@@ -596,9 +597,7 @@ class Trainer:
     def restore_best(self) -> None:
         """Load the weights with the best validation perplexity (if any epoch finished)."""
         self.barrier()   # the chief has written best/
-        best = tf.train.latest_checkpoint(str(self.run_dir / "best"))
-        if best:
-            model_checkpoint(self.model).restore(best).assert_consumed()
+        restore_newest_readable(model_checkpoint(self.model), self.run_dir / "best", self.log)
 
     def write_metrics(self, **extra: Any) -> dict[str, Any]:
         """Write ``metrics.json`` (history, best validation perplexity, any ``extra``; the

@@ -1,0 +1,119 @@
+"""Damaged checkpoints: a torn or corrupted newest checkpoint falls back to the newest
+readable one with a notice, in --resume, the evaluators and export; none readable is a
+one-line error naming the file."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tcnlm_tf.checkpoints import checkpoint_paths, restore_newest_readable
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.runs import load_run
+from tests.conftest import REPO_ROOT, TINY, run_flags
+from tests.test_cli import assert_one_line_error
+from train.run import main
+
+TF_RUNTIME_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWE]\d{4} )")
+
+
+def damage(prefix, how="corrupt"):
+    """Overwrite the middle of a checkpoint's data file with other bytes (a corruption its
+    checksums catch) or cut it in half (a torn copy)."""
+    [data] = [p for p in prefix.parent.glob(prefix.name + ".data-*")]
+    raw = bytearray(data.read_bytes())
+    if how == "torn":
+        data.write_bytes(bytes(raw[:len(raw) // 2]))
+    else:
+        middle = len(raw) // 2
+        raw[middle:middle + 64] = bytes(255 - b for b in raw[middle:middle + 64])
+        data.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("how", ["corrupt", "torn"])
+def test_the_newest_readable_checkpoint_is_restored(tmp_path, how):
+    variable = tf.Variable(np.arange(1000, dtype=np.float32))
+    checkpoint = tf.train.Checkpoint(v=variable)
+    manager = tf.train.CheckpointManager(checkpoint, tmp_path, max_to_keep=3)
+    for step in (1, 2):
+        variable.assign(np.full(1000, step, np.float32))
+        manager.save(checkpoint_number=step)
+    variable.assign(np.zeros(1000, np.float32))
+    newest = tmp_path / "ckpt-2"
+    assert checkpoint_paths(tmp_path) == [str(newest), str(tmp_path / "ckpt-1")]
+    damage(newest, how)
+    notices = []
+    assert restore_newest_readable(checkpoint, tmp_path, notices.append) == str(tmp_path / "ckpt-1")
+    assert np.all(variable.numpy() == 1.0)
+    assert len(notices) == 1 and "ckpt-2" in notices[0] and "restored ckpt-1" in notices[0]
+    damage(tmp_path / "ckpt-1", how)
+    with pytest.raises(UserError, match="no readable checkpoint"):
+        restore_newest_readable(checkpoint, tmp_path, notices.append)
+
+
+def test_a_damaged_state_file_falls_back_to_the_numbered_files(tmp_path):
+    checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))
+    manager = tf.train.CheckpointManager(checkpoint, tmp_path, max_to_keep=3)
+    for step in (3, 12):
+        manager.save(checkpoint_number=step)
+    (tmp_path / "checkpoint").write_bytes(b"\x00\xff garbage")
+    assert checkpoint_paths(tmp_path) == [str(tmp_path / "ckpt-12"), str(tmp_path / "ckpt-3")]
+
+
+@pytest.fixture(scope="module")
+def damaged_run(tmp_path_factory):
+    """A tiny run trained 2 then 4 steps (checkpoints ckpt-2 and ckpt-4), then 1 epoch (best/):
+    returns (workdir, flags)."""
+    workdir = tmp_path_factory.mktemp("damaged")
+    flags = TINY + run_flags(workdir, "run")
+    main(flags + ["--max-steps", "2"])
+    main(flags + ["--max-steps", "4", "--resume"])
+    return workdir, flags
+
+
+def test_resume_passes_over_a_damaged_newest_checkpoint(damaged_run, capsys):
+    workdir, flags = damaged_run
+    checkpoints = workdir / "runs" / "run" / "checkpoints"
+    assert [p.split("/")[-1] for p in checkpoint_paths(checkpoints)] == ["ckpt-4", "ckpt-2"]
+    damage(checkpoints / "ckpt-4")
+    metrics = main(flags + ["--max-steps", "5", "--resume"])
+    out = capsys.readouterr().out
+    assert "skipped unreadable checkpoint(s) ckpt-4" in out and "restored ckpt-2" in out
+    assert "resumed from" in out and "step 2" in out
+    assert metrics["steps"] == 5
+
+
+def test_evaluators_and_export_fall_back_and_fail_in_one_line(damaged_run, tmp_path):
+    workdir, _ = damaged_run
+    run_dir = workdir / "runs" / "run"
+    for prefix in checkpoint_paths(run_dir / "checkpoints")[1:]:
+        damage(Path(prefix), "torn")
+    run = load_run(run_dir)                     # the newest (step 5) is intact
+    assert run.checkpoint.endswith("ckpt-5")
+    damage(Path(run.checkpoint), "torn")
+    for command in (["evaluate.perplexity", "--run", str(run_dir)],
+                    ["train.export", "--run", str(run_dir), "--output-dir", str(tmp_path)]):
+        result = subprocess.run([sys.executable, "-m", *command], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=300,
+                                env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"})
+        # TensorFlow's runtime logs a few lines of its own (no CUDA driver) before its log
+        # level applies: the project's output is the rest
+        result.stderr = "\n".join(line for line in result.stderr.splitlines()
+                                   if not TF_RUNTIME_LOG.match(line))
+        assert_one_line_error(result, "no readable checkpoint", "ckpt-5")
+
+
+def test_a_damaged_best_checkpoint_falls_back_to_the_training_checkpoints(tmp_path, capsys):
+    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
+    main(whole_epoch + run_flags(tmp_path, "best"))
+    run_dir = tmp_path / "runs" / "best"
+    [best] = checkpoint_paths(run_dir / "best")
+    assert load_run(run_dir).checkpoint == best
+    damage(Path(best))
+    capsys.readouterr()
+    run = load_run(run_dir)
+    assert Path(run.checkpoint).parent.name == "checkpoints"
+    assert "using the newest training checkpoint instead" in capsys.readouterr().err
