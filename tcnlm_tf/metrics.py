@@ -10,7 +10,11 @@ import math
 
 
 def perplexity(total_nll: float, num_tokens: float) -> float:
-    """exp(total_nll / num_tokens); ``num_tokens`` counts real targets (``<eos>`` included)."""
+    """exp(total_nll / num_tokens); ``num_tokens`` counts real targets (``<eos>`` included).
+    A mean NLL beyond float range (a diverging model) gives ``inf``, not an OverflowError."""
     if num_tokens <= 0:
         raise ValueError("perplexity needs at least one predicted token")
-    return math.exp(float(total_nll) / float(num_tokens))
+    try:
+        return math.exp(float(total_nll) / float(num_tokens))
+    except OverflowError:
+        return math.inf

@@ -181,3 +181,30 @@ def test_checkpoints_within_an_epoch(workdir):
     earlier = Trainer(config, corpus, workdir / "runs" / "mid")
     earlier.checkpoint.restore(trainer.manager.checkpoints[1]).assert_consumed()
     assert earlier.step == 4 == int(earlier.batch_in_epoch)
+
+
+@pytest.mark.parametrize("mode", ["document", "stream"])
+def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(workdir, mode):
+    """The lanes' carried state is saved with a mid-epoch checkpoint: stopping after 3 steps
+    and resuming ends the epoch at exactly the weights of a run that never stopped (the lanes
+    once restarted from zeros)."""
+    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
+    flags = whole_epoch + common(workdir) + ["--mode", mode]
+    main(flags + ["--run-name", f"{mode}-whole"])
+    main(flags + ["--run-name", f"{mode}-cut", "--max-steps", "3"])
+    assert (workdir / "runs" / f"{mode}-cut" / "checkpoints" / "carried-state-3.npz").is_file()
+    main(flags + ["--run-name", f"{mode}-cut", "--resume"])
+
+    def final_weights(name):
+        reader = tf.train.load_checkpoint(str(workdir / "runs" / name / "checkpoints"))
+        return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+                if key.startswith("model/")}
+
+    whole, cut = final_weights(f"{mode}-whole"), final_weights(f"{mode}-cut")
+    assert whole.keys() == cut.keys() and whole
+    for key in whole:
+        np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)
+    # a state file lives only as long as its checkpoint
+    directory = workdir / "runs" / f"{mode}-cut" / "checkpoints"
+    for path in directory.glob("carried-state-*.npz"):
+        assert (directory / f"ckpt-{path.stem.rsplit('-', 1)[-1]}.index").is_file()

@@ -27,7 +27,7 @@ from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
 
 #: flags that may change when a run is resumed (the training budget); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
-             "keep_checkpoints"}
+             "keep_checkpoints", "learning_rate"}
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
 #: synthetic corpus whose topic words are spread over fewer documents
 TOPIC_MIN_DOCS = {"synthetic": 5}
@@ -271,9 +271,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not _has_checkpoint(run_dir):
             raise UserError(f"nothing to resume: {run_dir} has no checkpoints/ "
                             "(start it without --resume)")
+        saved_rate = RunConfig.load(run_dir / "config.json").train.learning_rate
         config = resumed_config(args, run_dir)
+        # a new --learning-rate replaces the restored (decayed) one; repeating the run's
+        # own value does not
+        new_rate = (args.learning_rate if args.learning_rate not in (None, saved_rate)
+                    else None)
     else:
-        config = config_from_args(args)
+        config, new_rate = config_from_args(args), None
     config.validate()
     if not args.resume:
         run_dir = choose_run_dir(args, config)
@@ -294,17 +299,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         corpus.lm_vocab.save(run_dir / "lm_vocab.txt")   # reading it never see half a file
         corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
     try:
-        return _train(args, config, corpus, run_dir, strategy)
+        return _train(args, config, corpus, run_dir, strategy, new_rate)
     except COLLECTIVE_ERRORS as error:
         if config.train.strategy != "multi_worker":
             raise
         raise collective_failure(error) from None
 
 
-def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy
-           ) -> dict[str, Any]:
+def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy,
+           new_rate: float | None = None) -> dict[str, Any]:
     """Train (or resume) the run in ``run_dir`` with ``strategy``; test it unless stopped by
-    --max-steps. Returns its metrics."""
+    --max-steps. Returns its metrics. ``new_rate``: a resumed run's new learning rate."""
     from tcnlm_tf import baselines
     from tcnlm_tf.metrics import perplexity
     from train.trainer import Trainer, count_parameters
@@ -317,7 +322,7 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
 
     trainer = Trainer(config, corpus, run_dir, strategy=strategy)
     if args.resume:
-        trainer.resume()
+        trainer.resume(learning_rate=new_rate)
     else:
         trainer.prepare()
     parameters = count_parameters(trainer.model)

@@ -69,6 +69,27 @@ SUM = tf.distribute.ReduceOp.SUM
 #: before it fails; the environment variable TCNLM_COLLECTIVE_TIMEOUT overrides it
 COLLECTIVE_TIMEOUT = 300.0
 #: what a failed collective raises (timed out, or aborted because a peer went away)
+#: what the terms checked by ``Trainer._check_finite`` are
+TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
+              "gradient": "gradient norm"}
+
+
+class NonFiniteLoss(UserError):
+    """Training stopped at a NaN or infinite loss term or gradient (one line: the step, the
+    terms, the checkpoint kept and how to continue)."""
+
+    def __init__(self, step: int, terms: dict[str, float], checkpoint: str | None):
+        named = ", ".join(f"{TERM_NAMES.get(name, name + ' loss')} is {value}"
+                          for name, value in terms.items())
+        kept = (f"the newest checkpoint {checkpoint} is the last good state and is kept; "
+                "continue from it with --resume, e.g. with a lower --learning-rate"
+                if checkpoint else "no checkpoint was written yet; start again with a lower "
+                                   "--learning-rate")
+        super().__init__(f"training stopped at step {step}: the {named}; nothing was saved "
+                         f"after it; {kept}")
+        self.step, self.terms = step, terms
+
+
 COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
                      tf.errors.CancelledError, tf.errors.AbortedError)
 
@@ -417,13 +438,18 @@ class Trainer:
         return results
 
     # -------------------------------------------------------------- training
-    def resume(self) -> bool:
-        """Restore the latest checkpoint; False when the run has none."""
+    def resume(self, learning_rate: float | None = None) -> bool:
+        """Restore the latest checkpoint; False when the run has none. ``learning_rate``
+        replaces the restored (possibly decayed) learning rate, e.g. after a non-finite
+        loss."""
         # the chief's checkpoints, on every worker
         latest = restore_newest_readable(self.checkpoint, self.run_dir / "checkpoints",
                                          self.log)
         if latest is None:
             return False
+        if learning_rate is not None:
+            self.learning_rate.assign(learning_rate)
+            self.log(f"learning rate set to {learning_rate:g} (--learning-rate)")
         self._set_learning_rate()
         metrics = self.run_dir / "metrics.json"
         if metrics.is_file():
@@ -447,7 +473,6 @@ class Trainer:
                          "nothing to train; give a larger --max-steps to continue")
                 return "max_steps"
             if not self._train_epoch():
-                self.save(self.manager)
                 self.log(f"stopped after {self.step} steps (--max-steps); "
                          f"checkpoint in {self.manager.directory}; continue with --resume")
                 return "max_steps"
@@ -492,7 +517,8 @@ class Trainer:
         task_sums = {task.name: [0.0, 0.0] for task in self.tasks}   # loss, count: window
         task_epoch = {task.name: [0.0, 0.0] for task in self.tasks}
         epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
-        state, shown = None, {}
+        state = self._restored_state() if skip and self.uses_state else None
+        shown = {}
         last_checkpoint = time.monotonic()
         for index in range(skip, num_batches):
             source = int(order[index])
@@ -501,6 +527,7 @@ class Trainer:
             if source:
                 task = self.tasks[source - 1]
                 out = self._task_steps[task.name](batch)
+                self._check_finite(self.step, **{task.name: out["loss_sum"]})
                 for totals in (task_sums[task.name], task_epoch[task.name]):
                     totals[0] += float(out["loss_sum"])
                     totals[1] += float(out["count"])
@@ -513,6 +540,8 @@ class Trainer:
             sums, new_state = self._train_step(batch, state, tf.constant(float(due)))
             state = new_state if self.uses_state else None
             step = self.step
+            self._check_finite(step, nll=sums["nll_sum"], aux=sums["aux_loss"],
+                               gradient=sums["grad_norm"])
             nll, tokens = float(sums["nll_sum"]), float(sums["tokens"])
             epoch_nll += nll
             epoch_tokens += tokens
@@ -526,9 +555,10 @@ class Trainer:
             if step % train.log_every == 0:
                 self._log_train_window(step, window, sums, task_sums)
             if train.max_steps is not None and step >= train.max_steps:
+                self._save_mid_epoch(state)
                 return False
             if float(sums["due"]) > 0:
-                self.save(self.manager)
+                self._save_mid_epoch(state)
                 last_checkpoint = time.monotonic()
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
@@ -536,6 +566,54 @@ class Trainer:
                               **{f"{name}_loss": loss / max(count, 1.0)
                                  for name, (loss, count) in task_epoch.items()}}
         return True
+
+    # ------------------------------------------- mid-epoch checkpoints and carried state
+    def _carried_state_path(self, step: int) -> Path:
+        return self.files_dir / "checkpoints" / f"carried-state-{step}.npz"
+
+    def _save_mid_epoch(self, state) -> None:
+        """A checkpoint within an epoch; in document and stream mode with the lanes' carried
+        state beside it (``carried-state-<step>.npz``, written atomically first and removed
+        with its checkpoint), so that a resumed epoch continues every lane exactly."""
+        if state is not None and self.chief and not self.multi_worker:
+            flat = [np.concatenate([t.numpy() for t in
+                                    self.strategy.experimental_local_results(value)])
+                    for value in tf.nest.flatten(state)]
+            path = self._carried_state_path(self.step)
+            partial = path.with_name(path.stem + ".partial.npz")
+            np.savez(partial, *flat)
+            os.replace(partial, path)
+        self.save(self.manager)
+        if self.chief:
+            kept = {Path(prefix).name.rsplit("-", 1)[-1] for prefix in self.manager.checkpoints}
+            for path in (self.files_dir / "checkpoints").glob("carried-state-*.npz"):
+                if path.stem.rsplit("-", 1)[-1] not in kept:
+                    path.unlink()
+
+    def _restored_state(self):
+        """The lanes' carried state saved with the mid-epoch checkpoint just restored (each
+        replica's rows), or None (zeros), with a notice, when there is none: a multi-worker
+        run, or a checkpoint written before the state was saved."""
+        path = self._carried_state_path(self.step)
+        if not path.is_file():
+            self.log(f"note: no carried state saved at step {self.step}; the lanes of this "
+                     "epoch continue from a zero state")
+            return None
+        with np.load(path) as saved:
+            flat = [tf.constant(saved[f"arr_{i}"]) for i in range(len(saved.files))]
+        state = tf.nest.pack_sequence_as(self.model.zero_state(1), flat)
+        return self.strategy.experimental_distribute_values_from_function(
+            functools.partial(replica_slice, state))
+
+    def _check_finite(self, step: int, **terms: tf.Tensor) -> None:
+        """Stop training with :class:`NonFiniteLoss` when a loss term or the gradient norm of
+        the step just taken is NaN or infinite. Nothing is saved after such a step: the newest
+        checkpoint is the last good state."""
+        bad = {name: float(value) for name, value in terms.items()
+               if not math.isfinite(float(value))}
+        if bad:
+            raise NonFiniteLoss(step, bad, tf.train.latest_checkpoint(
+                str(self.files_dir / "checkpoints")))
 
     def _log_train_window(self, step: int, window: dict, sums: dict,
                           task_sums: dict[str, list[float]]) -> None:
