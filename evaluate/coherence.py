@@ -9,6 +9,7 @@ import json
 
 from evaluate.common import parser, read_documents, split_file
 from evaluate.topics import top_words
+from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
 
 NS = (5, 10, 15, 20)
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "
           f"(reference {path}, window {args.window})")
     result = {"reference": str(path), "window": args.window, **summary}
-    (run.directory / "coherence.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_text(run.directory / "coherence.json", json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
+from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
 
@@ -89,7 +90,7 @@ def check_settings(directory: Path, settings: dict) -> None:
             raise UserError(f"{directory} holds a comparison made with other settings "
                             f"({', '.join(changed)} differ); use --name for a new one")
     directory.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2) + "\n")
+    write_text(path, json.dumps(settings, indent=2) + "\n")
 
 
 def budget_flags(train_args: list[str]) -> list[str]:
@@ -249,8 +250,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     text = (f"Test perplexity on {args.dataset} ({args.preset} preset, seed {args.seed}"
             + (f", train.run flags {' '.join(args.train_args)}" if args.train_args else "")
             + ")\n\n" + table(results))
-    (directory / "comparison.md").write_text(text)
-    (directory / "comparison.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
+    write_text(directory / "comparison.md", text)
+    write_text(directory / "comparison.json",
+               json.dumps(results, indent=2, default=float) + "\n")
     print("\n" + text)
     print(f"written to {directory / 'comparison.md'} and comparison.json; topics and coherence "
           f"in each topic model's run directory")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from evaluate.common import parser
+from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"mean matched cosine: {result['mean_matched_cosine']:.4f} "
           f"({result['num_true']} true topics, {result['num_learned']} learned, "
           f"{result['shared_vocab_size']} shared words)")
-    (run.directory / "recovery.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
+    write_text(run.directory / "recovery.json", json.dumps(result, indent=2, default=float) + "\n")
     return result
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluate.common import read_documents  # noqa: E402
-from tcnlm_tf.corpus import Document  # noqa: E402
+from tcnlm_tf.corpus import Document, write_text  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"{args.text_file}: {result['sentences']} sentences, {result['tokens']} tokens, "
           f"perplexity {result['perplexity']:.2f} (context: {result['context']})")
     if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+        write_text(args.output, json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluate.common import parser
+from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     topics = top_words(run, args.top_n)
     lines = [f"topic {k}: {' '.join(words)}" for k, words in enumerate(topics)]
     path = run.directory / "topics.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(lines) + "\n")
     print("\n".join(lines))
     table = "| topic | top words |\n| --- | --- |\n" + "\n".join(
         f"| {k} | {' '.join(words)} |" for k, words in enumerate(topics))

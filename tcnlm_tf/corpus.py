@@ -34,6 +34,7 @@ class ReadStats:
     empty_lines: int = 0            # blank lines: documents without a single token
     empty_sentences: int = 0
     undecodable_lines: int = 0
+    lines_with_nul_bytes: int = 0   # NUL is no text (and no HDF5 string may hold one)
     overlong_documents: int = 0
     first_bad_line: dict[str, int] = dataclasses.field(default_factory=dict)
     #: the line number (from 1) of each document kept, so per-line side files (TDLM's
@@ -47,8 +48,8 @@ class ReadStats:
     def problems(self, path: Path) -> list[str]:
         """One human-readable line per kind of skipped input, naming the first offending line."""
         lines = []
-        for kind in ("empty_lines", "empty_sentences",
-                     "undecodable_lines", "overlong_documents"):
+        for kind in ("empty_lines", "empty_sentences", "undecodable_lines",
+                     "lines_with_nul_bytes", "overlong_documents"):
             count = getattr(self, kind)
             if count:
                 first = self.first_bad_line[kind]
@@ -66,8 +67,9 @@ def parse_document(line: str) -> Document:
 def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Document], ReadStats]:
     """Read one split file; returns its documents and what was skipped.
 
-    Lines that are not valid UTF-8 are skipped (not silently "repaired" into wrong tokens);
-    documents longer than ``max_doc_tokens`` tokens are skipped. Both are counted.
+    Lines that are not valid UTF-8 or hold a NUL byte are skipped (not silently "repaired"
+    into wrong tokens); documents longer than ``max_doc_tokens`` tokens are skipped. All are
+    counted.
     """
     path = Path(path)
     if not path.is_file():
@@ -80,6 +82,9 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
                 stats.note("undecodable_lines", line_number)
+                continue
+            if "\x00" in line:
+                stats.note("lines_with_nul_bytes", line_number)
                 continue
             document = parse_document(line)
             if not document:
@@ -120,6 +125,11 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, UTF-8 (JSON and tables a later run reads)."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:

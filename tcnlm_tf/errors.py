@@ -7,11 +7,16 @@ prints ``error: <message>`` to stderr and exits with status 2 instead of a trace
 """
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from typing import Callable, TypeVar
 
 EXIT_USER_ERROR = 2
+#: filesystem errors a user fixes (space, permissions, a path that is a file or read-only):
+#: reported as one line naming the path, like a UserError
+FILESYSTEM_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
+                     errno.ENOTDIR, errno.EISDIR, errno.EEXIST}
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -32,6 +37,14 @@ def exit_on_user_error(main: F) -> F:
             return main(*args, **kwargs)
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(EXIT_USER_ERROR) from None
+        except OSError as err:
+            if err.errno not in FILESYSTEM_ERRNOS:
+                raise
+            where = f" {err.filename}" if err.filename else ""
+            print(f"error: cannot write{where}: {err.strerror}; free space, fix the "
+                  "permissions or choose another --runs-dir/--output-dir; a run's newest "
+                  "complete checkpoint is kept for --resume", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

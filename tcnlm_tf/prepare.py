@@ -180,10 +180,12 @@ def _lines(text: str) -> list[str]:
 
 
 def _add_document(corpus: RawCorpus, text: str) -> None:
-    """Append one raw document, counting repaired bytes and skipping empty text."""
+    """Append one raw document, counting repaired bytes and skipping empty text; NUL bytes
+    (no text, e.g. from UTF-16 read as UTF-8) separate tokens like spaces."""
     if _UNDECODABLE_MARK in text:
         corpus.undecodable += 1
         text = text.replace(_UNDECODABLE_MARK, "\ufffd")
+    text = text.replace("\x00", " ")
     if text.strip():
         corpus.documents.append(text)
     else:

@@ -39,3 +39,8 @@ def test_uniform_model_has_perplexity_equal_to_vocabulary_size():
 def test_perplexity_rejects_no_tokens():
     with pytest.raises(ValueError):
         perplexity(0.0, 0)
+
+
+def test_a_diverged_model_has_infinite_perplexity_not_an_overflow():
+    assert perplexity(1e6, 10) == math.inf
+    assert perplexity(7000.0, 10) == pytest.approx(math.exp(700.0))

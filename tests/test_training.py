@@ -192,7 +192,7 @@ def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(
     flags = whole_epoch + common(workdir) + ["--mode", mode]
     main(flags + ["--run-name", f"{mode}-whole"])
     main(flags + ["--run-name", f"{mode}-cut", "--max-steps", "3"])
-    assert (workdir / "runs" / f"{mode}-cut" / "checkpoints" / "carried-state-3.npz").is_file()
+    assert (workdir / "runs" / f"{mode}-cut" / "checkpoints" / "resume-state-3.npz").is_file()
     main(flags + ["--run-name", f"{mode}-cut", "--resume"])
 
     def final_weights(name):
@@ -206,5 +206,5 @@ def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(
         np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)
     # a state file lives only as long as its checkpoint
     directory = workdir / "runs" / f"{mode}-cut" / "checkpoints"
-    for path in directory.glob("carried-state-*.npz"):
+    for path in directory.glob("resume-state-*.npz"):
         assert (directory / f"ckpt-{path.stem.rsplit('-', 1)[-1]}.index").is_file()

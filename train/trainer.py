@@ -58,6 +58,7 @@ from tcnlm_tf.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf import decoders
 from tcnlm_tf.config import STATEFUL_MODES, RunConfig
 from tcnlm_tf.data import Corpus
+from tcnlm_tf.corpus import atomic_write, write_text
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.models import build_model
@@ -262,6 +263,10 @@ class Trainer:
         self.writer = (tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
                        if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
+        # Keras keeps the dropout layers' random-seed states outside model.weights
+        weights = {id(w) for w in self.model.weights}
+        self._seed_states = [v for v in self.model.variables if id(v) not in weights]
+        self._resumed: dict[str, np.ndarray] = {}   # what resume() found beside its checkpoint
         self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
         self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
@@ -394,7 +399,12 @@ class Trainer:
         """Every worker saves (saving may involve collectives); a worker other than the chief
         saves to its scratch directory and deletes it again (TensorFlow's multi-worker
         recipe)."""
-        manager.save(checkpoint_number=self.step)
+        try:
+            manager.save(checkpoint_number=self.step)
+        except tf.errors.OpError as error:     # a full disk, a lost mount, permissions
+            raise UserError(f"could not write a checkpoint in {manager.directory} at step "
+                            f"{self.step}: {error.message.splitlines()[0]}; the newest "
+                            "complete checkpoint is kept: free space and --resume") from None
         if not self.chief:
             shutil.rmtree(manager.directory, ignore_errors=True)
 
@@ -447,6 +457,7 @@ class Trainer:
                                          self.log)
         if latest is None:
             return False
+        self._resumed = self._restore_resume_state()
         if learning_rate is not None:
             self.learning_rate.assign(learning_rate)
             self.log(f"learning rate set to {learning_rate:g} (--learning-rate)")
@@ -517,7 +528,7 @@ class Trainer:
         task_sums = {task.name: [0.0, 0.0] for task in self.tasks}   # loss, count: window
         task_epoch = {task.name: [0.0, 0.0] for task in self.tasks}
         epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
-        state = self._restored_state() if skip and self.uses_state else None
+        state = self._lane_state(self._resumed) if skip and self.uses_state else None
         shown = {}
         last_checkpoint = time.monotonic()
         for index in range(skip, num_batches):
@@ -555,10 +566,10 @@ class Trainer:
             if step % train.log_every == 0:
                 self._log_train_window(step, window, sums, task_sums)
             if train.max_steps is not None and step >= train.max_steps:
-                self._save_mid_epoch(state)
+                self._save_training(state)
                 return False
             if float(sums["due"]) > 0:
-                self._save_mid_epoch(state)
+                self._save_training(state)
                 last_checkpoint = time.monotonic()
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
@@ -567,40 +578,56 @@ class Trainer:
                                  for name, (loss, count) in task_epoch.items()}}
         return True
 
-    # ------------------------------------------- mid-epoch checkpoints and carried state
-    def _carried_state_path(self, step: int) -> Path:
-        return self.files_dir / "checkpoints" / f"carried-state-{step}.npz"
+    # ------------------------------------------- checkpoints and the state beside them
+    def _resume_state_path(self, step: int) -> Path:
+        return self.files_dir / "checkpoints" / f"resume-state-{step}.npz"
 
-    def _save_mid_epoch(self, state) -> None:
-        """A checkpoint within an epoch; in document and stream mode with the lanes' carried
-        state beside it (``carried-state-<step>.npz``, written atomically first and removed
-        with its checkpoint), so that a resumed epoch continues every lane exactly."""
-        if state is not None and self.chief and not self.multi_worker:
-            flat = [np.concatenate([t.numpy() for t in
-                                    self.strategy.experimental_local_results(value)])
-                    for value in tf.nest.flatten(state)]
-            path = self._carried_state_path(self.step)
-            partial = path.with_name(path.stem + ".partial.npz")
-            np.savez(partial, *flat)
-            os.replace(partial, path)
+    def _save_training(self, state=None) -> None:
+        """A training checkpoint, with ``resume-state-<step>.npz`` beside it (written
+        atomically first, removed with its checkpoint): the dropout layers' random-seed
+        states (Keras keeps them outside ``model.weights``) and, in document and stream
+        mode, the lanes' carried LSTM state ``state``. With both, a run resumed from any
+        checkpoint ends at exactly the weights of one that never stopped (for models that
+        draw no other random numbers; TCNLM's and Topic-RNN's posterior samples come from
+        TensorFlow's op seeds, which restart with the process)."""
+        if self.chief and not self.multi_worker:
+            arrays = {f"seed_{i}": v.numpy() for i, v in enumerate(self._seed_states)}
+            if state is not None:
+                arrays.update({f"lane_{i}": np.concatenate(
+                    [t.numpy() for t in self.strategy.experimental_local_results(value)])
+                    for i, value in enumerate(tf.nest.flatten(state))})
+            atomic_write(self._resume_state_path(self.step), lambda f: np.savez(f, **arrays))
         self.save(self.manager)
         if self.chief:
             kept = {Path(prefix).name.rsplit("-", 1)[-1] for prefix in self.manager.checkpoints}
-            for path in (self.files_dir / "checkpoints").glob("carried-state-*.npz"):
+            for path in (self.files_dir / "checkpoints").glob("resume-state-*.npz"):
                 if path.stem.rsplit("-", 1)[-1] not in kept:
                     path.unlink()
 
-    def _restored_state(self):
-        """The lanes' carried state saved with the mid-epoch checkpoint just restored (each
-        replica's rows), or None (zeros), with a notice, when there is none: a multi-worker
-        run, or a checkpoint written before the state was saved."""
-        path = self._carried_state_path(self.step)
+    def _restore_resume_state(self) -> dict[str, np.ndarray]:
+        """Load the seed states saved with the checkpoint just restored; returns the saved
+        arrays (the lanes' state among them), or {} with a notice when there are none (a
+        multi-worker run, or a checkpoint of an earlier version)."""
+        path = self._resume_state_path(self.step)
         if not path.is_file():
-            self.log(f"note: no carried state saved at step {self.step}; the lanes of this "
-                     "epoch continue from a zero state")
-            return None
+            self.log(f"note: no {path.name} beside the checkpoint: dropout masks (and, in "
+                     "document and stream mode, the lanes' state) restart, so the run will "
+                     "not end at exactly the weights of an uninterrupted one")
+            return {}
         with np.load(path) as saved:
-            flat = [tf.constant(saved[f"arr_{i}"]) for i in range(len(saved.files))]
+            arrays = {name: saved[name] for name in saved.files}
+        for i, variable in enumerate(self._seed_states):
+            variable.assign(arrays[f"seed_{i}"])
+        return arrays
+
+    def _lane_state(self, arrays: dict[str, np.ndarray]):
+        """The carried state in ``arrays`` (from :meth:`_restore_resume_state`), each
+        replica's rows, or None (zeros) when it holds none."""
+        lanes = sorted((name for name in arrays if name.startswith("lane_")),
+                       key=lambda name: int(name.split("_")[1]))
+        if not lanes:
+            return None
+        flat = [tf.constant(arrays[name]) for name in lanes]
         state = tf.nest.pack_sequence_as(self.model.zero_state(1), flat)
         return self.strategy.experimental_distribute_values_from_function(
             functools.partial(replica_slice, state))
@@ -660,7 +687,7 @@ class Trainer:
                              **{f"valid_{name}": value for name, value in valid_tasks.items()}})
         self.epoch.assign(epoch)
         self.batch_in_epoch.assign(0)
-        self.save(self.manager)
+        self._save_training()
         self.write_metrics()
         tasks = "".join(f", {task.name} loss {self.epoch_summary[task.name + '_loss']:.4f}"
                         for task in self.tasks)
@@ -689,7 +716,7 @@ class Trainer:
                                                   else float(self.best_valid))})
         metrics.update(extra)
         if self.chief:
-            path.write_text(json.dumps(metrics, indent=2) + "\n")
+            write_text(path, json.dumps(metrics, indent=2) + "\n")
         return metrics
 
     def log_test_perplexity(self, value: float) -> None:

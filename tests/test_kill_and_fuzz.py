@@ -1,0 +1,109 @@
+"""A training process SIGKILLed at a random point mid-epoch and resumed ends at exactly the
+weights of one that never stopped (sentence and document mode); corpus files of random
+bytes, mixed encodings, NUL bytes, 100,000-token lines and lines of TABs either train with
+the skipped lines counted or stop with one line, never a traceback."""
+import os
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO_ROOT, TINY, run_flags
+from tests.test_cli import TF_RUNTIME_LOG
+from train.run import main
+
+#: TINY for 2 whole epochs, a checkpoint after nearly every step
+KILLABLE = (TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
+            + ["--epochs", "2", "--checkpoint-minutes", "0.001"])
+
+
+def model_tensors(run_dir):
+    reader = tf.train.load_checkpoint(str(run_dir / "checkpoints"))
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if key.startswith("model/")}
+
+
+@pytest.mark.parametrize("mode", ["sentence", "document"])
+def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path, mode):
+    flags = KILLABLE + ["--mode", mode]
+    main(flags + run_flags(tmp_path, "whole"))
+    killed = tmp_path / "runs" / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "train.run", *flags,
+                                *run_flags(tmp_path, "killed")], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    deadline = time.monotonic() + 240
+    while not list((killed / "checkpoints").glob("ckpt-*.index")):
+        assert process.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+        time.sleep(0.05)
+    time.sleep(random.uniform(0.0, 1.0))          # anywhere after the first checkpoint
+    process.kill()
+    assert process.wait(timeout=60) == -9, "the run ended before it could be killed"
+    resumed = main(flags + run_flags(tmp_path, "killed") + ["--resume"])
+    assert resumed["stopped"] == "epochs"
+    whole, cut = model_tensors(tmp_path / "runs" / "whole"), model_tensors(killed)
+    assert whole.keys() == cut.keys() and whole
+    for key in whole:
+        np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)
+
+
+def good_lines(rng, count):
+    words = [f"w{i}" for i in range(40)]
+    return ["\t".join(" ".join(rng.choice(words, size=8)) for _ in range(3))
+            for _ in range(count)]
+
+
+#: kind -> (bad bytes, what the reader reports skipping: None when it keeps everything)
+BAD_CONTENT = {
+    "random bytes": (lambda rng: bytes(rng.integers(0, 256, 5000, dtype=np.uint8)),
+                     "undecodable lines"),
+    "mixed encodings": (lambda rng: "caf\u00e9 na\u00efve\tr\u00e9sum\u00e9\n".encode("latin-1")
+                        + "caf\u00e9 na\u00efve\n".encode("utf-8")
+                        + "\u00fcber alles\n".encode("utf-16"), "undecodable lines"),
+    "NUL bytes": (lambda rng: b"w1 w2\x00w3 w4\tw5\x00\x00 w6\n\x00\x00\x00\n",
+                  "lines with nul bytes"),
+    "a 100,000-token line": (lambda rng: (" ".join(["w1"] * 100_000) + "\n").encode(), None),
+    "lines of only TABs": (lambda rng: b"\t\t\t\n\t\n" * 20, "empty lines"),
+}
+
+
+def clean(stderr):
+    return [line for line in stderr.splitlines() if line.strip() and not TF_RUNTIME_LOG.match(line)]
+
+
+@pytest.mark.parametrize("kind", list(BAD_CONTENT))
+def test_bad_corpus_files_train_with_skips_counted_or_stop_in_one_line(tmp_path, kind):
+    rng = np.random.default_rng(7)
+    corpus = tmp_path / "data" / "apnews"
+    corpus.mkdir(parents=True)
+    make, skipped = BAD_CONTENT[kind]
+    train = ("\n".join(good_lines(rng, 40)) + "\n").encode() + make(rng)
+    (corpus / "train.txt").write_bytes(train + ("\n".join(good_lines(rng, 20)) + "\n").encode())
+    for split in ("valid", "test"):
+        (corpus / f"{split}.txt").write_text("\n".join(good_lines(rng, 6)) + "\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = subprocess.run([sys.executable, "-m", "train.run", "--dataset", "apnews",
+                          "--data-dir", str(tmp_path / "data"), "--min-freq", "1",
+                          "--topic-min-docs", "1",
+                          "--hidden-size", "8", "--embedding-dim", "8", "--max-steps", "1",
+                          *run_flags(tmp_path, "fuzz")], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=600, env=env)
+    # every one of these trains (the good lines are enough), its bad lines counted
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert "stopped after 1 steps" in run.stdout
+    if skipped:
+        assert "skipped" in run.stdout + run.stderr and skipped in run.stdout + run.stderr
+    raw = tmp_path / "raw.txt"
+    raw.write_bytes(train)
+    prepared = subprocess.run([sys.executable, "-m", "train.prepare", "--input", str(raw),
+                               "--output", str(tmp_path / "prepared")], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=600, env=env)
+    assert "Traceback" not in prepared.stderr, prepared.stderr[-3000:]
+    if prepared.returncode:       # e.g. too few documents left to split: one line
+        assert prepared.returncode == 2 and len(clean(prepared.stderr)) == 1, prepared.stderr
+    else:
+        assert "\x00" not in "".join(p.read_text() for p in (tmp_path / "prepared").glob("*.txt"))
