@@ -198,7 +198,7 @@ def test_exported_signatures_reject_invalid_inputs(exports):
     context, documents = tf.constant(["a"]), tf.constant([""])
     with pytest.raises(tf.errors.InvalidArgumentError, match="k must be >= 1"):
         next_words(context=context, documents=documents, k=tf.constant(0))
-    vocab_size = len(load_run(out["tcnlm"][0]).lm_vocab)
+    words = load_run(out["tcnlm"][0]).lm_vocab.words
     every = next_words(context=context, documents=documents, k=tf.constant(10 ** 6))
-    assert every["words"].shape[1] == vocab_size - 1          # all but <pad>
-    assert float(tf.reduce_sum(every["probabilities"])) == pytest.approx(1.0, abs=1e-4)
+    assert sorted(w.decode() for w in every["words"].numpy()[0]) == sorted(words[1:])  # no <pad>
+    assert np.all(np.diff(every["probabilities"].numpy()[0]) <= 0)
