@@ -63,3 +63,19 @@ def test_a_full_disk_writing_a_checkpoint_keeps_the_last_complete_one(tmp_path, 
     assert "could not write a checkpoint" in line and str(directory) in line
     assert "No space left on device" in line and "--resume" in line
     assert checkpoint_paths(directory) == before
+
+
+def test_a_full_disk_writing_tensorboard_events_is_one_line(tmp_path, monkeypatch, capsys):
+    writer_class = type(tf.summary.create_file_writer(str(tmp_path / "probe")))
+
+    def no_space(self):
+        raise tf.errors.ResourceExhaustedError(None, None, "events file: No space left on device")
+
+    monkeypatch.setattr(writer_class, "flush", no_space)
+    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
+    with pytest.raises(SystemExit) as stop:
+        main(whole_epoch + run_flags(tmp_path, "events"))
+    assert stop.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "No space left on device" in line and str(tmp_path / "runs" / "events") in line
+    assert "--resume" in line

@@ -286,7 +286,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     config.validate_for_vocabulary(len(corpus.lm_vocab))
     # TensorFlow is imported only once flags and data are known to be good: fast errors.
-    from train.trainer import COLLECTIVE_ERRORS, collective_failure, is_chief, make_strategy
+    from train.trainer import (COLLECTIVE_ERRORS, WRITE_ERRORS, collective_failure, is_chief,
+                               make_strategy)
 
     # before any other TensorFlow op: MultiWorkerMirroredStrategy must configure the runtime
     strategy = make_strategy(config.train.strategy)
@@ -304,6 +305,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if config.train.strategy != "multi_worker":
             raise
         raise collective_failure(error) from None
+    except WRITE_ERRORS as error:      # e.g. TensorBoard events on a full disk
+        raise UserError(f"training in {run_dir} stopped: {error.message.splitlines()[0]}; "
+                        "if the disk is full, free space and --resume (the newest complete "
+                        "checkpoint is kept)") from None
 
 
 def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy,

@@ -57,8 +57,8 @@ import tensorflow as tf
 from tcnlm_tf.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf import decoders
 from tcnlm_tf.config import STATEFUL_MODES, RunConfig
-from tcnlm_tf.data import Corpus
 from tcnlm_tf.corpus import atomic_write, write_text
+from tcnlm_tf.data import Corpus
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.models import build_model
@@ -69,7 +69,6 @@ SUM = tf.distribute.ReduceOp.SUM
 #: seconds a multi-worker collective (all-reduce, barrier) waits for the other workers
 #: before it fails; the environment variable TCNLM_COLLECTIVE_TIMEOUT overrides it
 COLLECTIVE_TIMEOUT = 300.0
-#: what a failed collective raises (timed out, or aborted because a peer went away)
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
               "gradient": "gradient norm"}
@@ -91,6 +90,9 @@ class NonFiniteLoss(UserError):
         self.step, self.terms = step, terms
 
 
+#: what TensorFlow raises when it cannot write a file (TensorBoard events, a checkpoint)
+WRITE_ERRORS = (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError)
+#: what a failed collective raises (timed out, or aborted because a peer went away)
 COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
                      tf.errors.CancelledError, tf.errors.AbortedError)
 
