@@ -29,9 +29,10 @@ wordnet:
 demo: install
 	$(PY) -m train.run
 
-## test: the whole test suite (small configurations, synthetic corpus; < 15 min on 2 cores).
+## test: the whole test suite (small configurations, synthetic corpus; < 15 min on 2 cores),
+## in 2 processes (pytest-xdist; each test file stays in one, see tests/conftest.py).
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 clean:
 	rm -rf runs .cache .pytest_cache

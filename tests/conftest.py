@@ -48,6 +48,20 @@ def run_flags(workdir: Path, name: str) -> list[str]:
     """train.run flags that put run ``name`` and the corpus cache under ``workdir``."""
     return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
             "--run-name", name]
+#: test files that share the session-wide ``exports`` fixture (one export of every model)
+EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py"}
+
+
+def pytest_collection_modifyitems(items):
+    """Under ``pytest -n 2 --dist loadgroup`` (``make test``) every test file runs in one
+    process, in order (module fixtures are built once and some tests build on the previous
+    one's run), and the files that share ``exports`` run in the same one, so it is built
+    once."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("exports" if name in EXPORT_FILES else name))
+
+
 #: the registered models that have topics
 TOPIC_MODELS = [name for name, spec in MODELS.items() if spec.has_topics]
 

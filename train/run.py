@@ -25,7 +25,8 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
 
-#: flags that may change when a run is resumed (the training budget); all others are fixed
+#: flags that may change when a run is resumed (the training budget, and the learning rate
+#: to continue after a non-finite loss); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
              "keep_checkpoints", "learning_rate"}
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
