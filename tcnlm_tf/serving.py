@@ -20,7 +20,8 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     (k >= 1, else an ``InvalidArgument`` error; a k beyond the vocabulary gives every word).
 ``infer_topics`` (topic models)
     ``documents`` string [B] -> ``topics`` float32 [B, T] (the model's topic proportions:
-    TCNLM's posterior-mean t, TDLM's attention p).
+    TCNLM's posterior-mean t, TDLM's attention p, LDA+LSTM's q, Topic-RNN's softmax of the
+    posterior-mean theta).
 ``generate``
     topic models: ``topics`` float32 [B, T] (a topic mixture; one-hot for topic i, the
     paper's way of conditioning on one topic; a row with a negative entry or not summing to
