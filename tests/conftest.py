@@ -30,6 +30,8 @@ TINY = ["--synthetic", "train_docs=60", "--synthetic", "valid_docs=8", "--synthe
         "--synthetic", "seed=5", "--hidden-size", "16", "--embedding-dim", "12",
         "--batch-size", "16", "--seq-len", "8",
         "--epochs", "1", "--max-steps", "3", "--log-every", "100"]
+#: TINY for one whole epoch (no --max-steps)
+TINY_EPOCH = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
 
 
 def tiny_models() -> dict[str, list[str]]:

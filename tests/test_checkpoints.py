@@ -10,7 +10,7 @@ import tensorflow as tf
 from tcnlm_tf.checkpoints import checkpoint_paths, restore_newest_readable
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.runs import load_run
-from tests.conftest import TINY, run_flags
+from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import main
 
 
@@ -101,8 +101,7 @@ def test_evaluators_and_export_fall_back_and_fail_in_one_line(damaged_run, tmp_p
 
 
 def test_a_damaged_best_checkpoint_falls_back_to_the_training_checkpoints(tmp_path, capsys):
-    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
-    main(whole_epoch + run_flags(tmp_path, "best"))
+    main(TINY_EPOCH + run_flags(tmp_path, "best"))
     run_dir = tmp_path / "runs" / "best"
     [best] = checkpoint_paths(run_dir / "best")
     assert load_run(run_dir).checkpoint == best

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import REPO_ROOT, TINY, run_flags
+from tests.conftest import REPO_ROOT, TINY_EPOCH, run_flags
 from train.run import main
 
 #: TINY for 2 whole epochs, a checkpoint after nearly every step
-KILLABLE = (TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
-            + ["--epochs", "2", "--checkpoint-minutes", "0.001"])
+KILLABLE = (TINY_EPOCH + ["--epochs", "2", "--checkpoint-minutes", "0.001"])
 
 
 def model_tensors(run_dir):

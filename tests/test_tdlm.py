@@ -12,7 +12,7 @@ from tcnlm_tf import pipeline, synthetic
 from tcnlm_tf.data import encode_split, load_corpus, source_dir
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.vocab import UNK, Vocabulary
-from tests.conftest import TINY, run_flags
+from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
@@ -135,8 +135,7 @@ def test_labels_task_and_tags_on_the_synthetic_corpus(workdir):
                                                    for s, t in topics.items()})
     tags = write_side_files(workdir / "tags", {s: [f"t{k}\tall" for k in t]
                                                for s, t in topics.items()})
-    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
-    metrics = main(whole_epoch + TDLM + ["--doc-labels", str(labels), "--doc-tags", str(tags)]
+    metrics = main(TINY_EPOCH + TDLM + ["--doc-labels", str(labels), "--doc-tags", str(tags)]
                    + run_flags(workdir, "ext"))
     assert "labels_correct" in metrics["test_tasks"]
     assert 0.0 <= metrics["test_tasks"]["labels_correct"] <= 1.0

@@ -15,7 +15,7 @@ from tcnlm_tf.models.base import Context
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.models.topic_rnn import TopicRNN, stop_word_mask
 from tcnlm_tf.vocab import load_stopwords
-from tests.conftest import TINY, run_flags
+from tests.conftest import TINY_EPOCH, run_flags
 
 V, TOPIC_V, K, H = 12, 9, 3, 6
 #: words 0 (<pad>), 2 (<eos>), 3 and 4 are stop words; 1 (<unk>) and 5.. are not
@@ -235,8 +235,7 @@ def test_tiny_run_trains_and_logs_its_terms(tmp_path):
     from tcnlm_tf.runs import load_run
     from train.run import main as train
 
-    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
-    metrics = train(whole_epoch + ["--model", "topic_rnn", *MODELS["topic_rnn"].test_flags,
+    metrics = train(TINY_EPOCH + ["--model", "topic_rnn", *MODELS["topic_rnn"].test_flags,
                                    "--learning-rate", "0.01", "--log-every", "5"]
                     + run_flags(tmp_path, "trnn"))
     run_dir = tmp_path / "runs" / "trnn"

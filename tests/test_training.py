@@ -12,7 +12,7 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
-from tests.conftest import TINY
+from tests.conftest import TINY, TINY_EPOCH
 
 SMALL_SYNTHETIC = ["--synthetic", "train_docs=240", "--synthetic", "valid_docs=30",
                    "--synthetic", "test_docs=30", "--synthetic", "num_topics=6",
@@ -188,8 +188,7 @@ def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(
     """The lanes' carried state is saved with a mid-epoch checkpoint: stopping after 3 steps
     and resuming ends the epoch at exactly the weights of a run that never stopped (the lanes
     once restarted from zeros)."""
-    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
-    flags = whole_epoch + common(workdir) + ["--mode", mode]
+    flags = TINY_EPOCH + common(workdir) + ["--mode", mode]
     main(flags + ["--run-name", f"{mode}-whole"])
     main(flags + ["--run-name", f"{mode}-cut", "--max-steps", "3"])
     assert (workdir / "runs" / f"{mode}-cut" / "checkpoints" / "resume-state-3.npz").is_file()

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tcnlm_tf import corpus as corpus_module
 from tcnlm_tf.checkpoints import checkpoint_paths
-from tests.conftest import REPO_ROOT, TINY, run_flags
+from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
 from tests.test_cli import assert_one_line_error
 from train.run import main
 
@@ -72,9 +72,8 @@ def test_a_full_disk_writing_tensorboard_events_is_one_line(tmp_path, monkeypatc
         raise tf.errors.ResourceExhaustedError(None, None, "events file: No space left on device")
 
     monkeypatch.setattr(writer_class, "flush", no_space)
-    whole_epoch = TINY[:TINY.index("--max-steps")] + TINY[TINY.index("--max-steps") + 2:]
     with pytest.raises(SystemExit) as stop:
-        main(whole_epoch + run_flags(tmp_path, "events"))
+        main(TINY_EPOCH + run_flags(tmp_path, "events"))
     assert stop.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "No space left on device" in line and str(tmp_path / "runs" / "events") in line
