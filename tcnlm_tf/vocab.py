@@ -111,8 +111,9 @@ def _is_clitic(word: str) -> bool:
     return word[:1] == "n" and word[1:2] in _APOSTROPHES and word[2:] == "t"
 
 
-def _is_topic_word(word: str) -> bool:
-    """A token with a letter that is not a clitic."""
+def is_topic_word(word: str) -> bool:
+    """A token with a letter that is not a clitic (stop words aside, the words a topic may
+    hold)."""
     return any(ch.isalpha() for ch in word) and not _is_clitic(word)
 
 
@@ -127,7 +128,7 @@ def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
     too_frequent = set(_by_frequency(counts, candidates)[:num_top])
     kept = [w for w in candidates
             if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs
-            and _is_topic_word(w)]
+            and is_topic_word(w)]
     if not kept:
         raise UserError(
             f"the topic-model vocabulary is empty: no non-stop-word is in at least {min_docs} "

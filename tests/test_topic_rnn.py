@@ -213,10 +213,11 @@ def test_topic_context_uses_the_topic_vector_as_theta(model):
     np.testing.assert_allclose(infer.sum(-1), 1.0, atol=1e-6)
 
 
-def test_stop_word_mask_marks_stop_words_eos_and_pad_not_unk():
-    words = ["<pad>", "<unk>", "<eos>", "the", "election", "of", "senate"]
+def test_stop_word_mask_marks_stop_words_non_topic_tokens_eos_and_pad_not_unk():
+    words = ["<pad>", "<unk>", "<eos>", "the", "election", "of", "senate", '"', ".", "1995",
+             "'s", "n't", "u.s.", "four-year"]
     np.testing.assert_array_equal(stop_word_mask(words, load_stopwords()),
-                                  [1, 0, 1, 1, 0, 1, 0])
+                                  [1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0])
 
 
 @pytest.mark.parametrize("layer", [TopicRNNInference(TOPIC_V, K, hidden_units=(4, 5)),

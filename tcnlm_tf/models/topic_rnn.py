@@ -34,8 +34,11 @@ probability of the observed indicator is at most 1), plus the summed KL. The tot
 then exactly -(joint log-likelihood) + KL, the negative ELBO.
 
 The stop mask l(i) over the LM vocabulary is 1 for the words of the run's stop-word list
-(``--stopwords``, default the project's own) and for ``<eos>`` and ``<pad>``, 0 for the
-other words and for ``<unk>``; it is a constant of the model, rebuilt from the run's
+(``--stopwords``, default the project's own), for the tokens that no topic may hold
+(:func:`tcnlm_tf.vocab.is_topic_word`: punctuation, numbers, clitics such as ``'s``; the
+paper's corpora had none of these, and left as content words they took the top of every
+topic) and for ``<eos>`` and ``<pad>``; it is 0 for the other words and for ``<unk>``. It is
+a constant of the model, rebuilt from the run's
 configuration when a run is loaded.
 """
 from __future__ import annotations
@@ -51,12 +54,14 @@ from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 from tcnlm_tf.models.base import Context, ModelOutput, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
 from tcnlm_tf.pipeline import UNK_ID
-from tcnlm_tf.vocab import EOS, PAD, load_stopwords
+from tcnlm_tf.vocab import EOS, PAD, is_topic_word, load_stopwords
 
 
 def stop_word_mask(words: Sequence[str], stopwords: frozenset[str]) -> np.ndarray:
-    """l(i) float32 [V]: 1 for the stop words of ``words``, ``<eos>`` and ``<pad>``."""
-    return np.asarray([w in stopwords or w in (EOS, PAD) for w in words], np.float32)
+    """l(i) float32 [V]: 1 for the stop words of ``words``, the tokens no topic may hold
+    (no letter, clitics), ``<eos>`` and ``<pad>``; 0 for the others and ``<unk>``."""
+    return np.asarray([w in stopwords or w in (EOS, PAD) or not is_topic_word(w)
+                       for w in words], np.float32)
 
 
 class TopicRNN(RecurrentLanguageModel, TopicModel):
