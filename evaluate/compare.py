@@ -1,6 +1,6 @@
 """``python -m evaluate.compare --dataset apnews``: train TCNLM and its baselines on one
-corpus with the same preset, budget and seed, and write their test perplexities as one table
-(the comparison of Wang et al. 2018, Tables 2 and 6).
+corpus with the same preset, stopping rule and seed, and write their test perplexities as one
+table (the comparison of Wang et al. 2018, Tables 2, 4 and 6).
 
 The rows, by default all of them, come from the model registry
 (:mod:`tcnlm_tf.models.registry`, each model's ``compare_rows``): ``lstm`` (the sentence-level
@@ -9,30 +9,48 @@ carried across the sentences of a document), then one row per topic-guided model
 ``moe``: Table 6's 30 experts of 100 units, ``tdlm``, ...). Every row whose model takes
 ``--num-topics`` gets the comparison's ``--num-topics`` unless its row pins its own.
 
-Each row is one ``python -m train.run`` run in ``<runs-dir>/<name>/<row>/``. A run that already
-has its test perplexity is reused, one that stopped early is resumed from its checkpoint: an
-interrupted comparison continues where it stopped when the same command is run again. For the
-topic models the command also writes their top words (``topics.txt``) and NPMI coherence
-(``coherence.json``, reference: the training split, window 20). The table goes to
-``<runs-dir>/<name>/comparison.md`` and ``comparison.json``.
+Budget. By default every row trains until it converges: early stopping with ``--patience``
+(2; the learning rate is halved after every epoch without a better validation perplexity)
+up to ``--max-epochs`` (20), and the table says for each row whether it stopped on patience
+or on the epoch cap. ``--fixed-budget moe=3`` gives rows whose cost makes convergence
+impractical a fixed number of epochs, marked as such; ``-- --epochs N`` gives every row at
+most N epochs (the 2-epoch comparisons of earlier versions).
 
-Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --epochs 3``), a model's
-own options only to the rows of models that take them. ``--jobs 2``
-trains two rows at a time, each writing its output to ``<runs-dir>/<name>/<row>.log``.
+Several values of ``--num-topics`` (e.g. ``50,100,150``: one run of each topic row per T, and
+an NPMI-by-T table, the shape of the TCNLM paper's Table 4), ``--seeds`` (the table shows
+mean ± standard deviation) and ``--learning-rates`` (every row trained at each; the table
+keeps, per row, the rate with the best mean validation perplexity) multiply the runs.
+
+Each run is one ``python -m train.run`` in ``<runs-dir>/<name>/<run>/`` (``<run>``: the row,
+then ``-T<T>``, ``-seed<S>``, ``-lr<LR>`` where the comparison has several). A run that
+already has its test perplexity is reused, one that stopped early is resumed from its
+checkpoint: an interrupted comparison continues where it stopped when the same command is
+run again. For the topic models the command also writes their top words (``topics.txt``)
+and NPMI coherence (``coherence.json``, reference: the training split, window 20). The
+table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
+perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
+(``tensorboard --logdir <runs-dir>/<name>/tensorboard``).
+
+Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --context preceding``), a
+model's own options only to the rows of models that take them. ``--jobs 2`` trains two runs
+at a time, each writing its output to ``<runs-dir>/<name>/<run>.log``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from evaluate.compare_report import (RunKey, aggregate, coherence_table, curves, curves_png,
+                                     table, write_tensorboard)
 from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
+from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, int_list
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
@@ -55,10 +73,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated rows, from {', '.join(ROWS)} (default: all)")
     p.add_argument("--preset", choices=tuple(PRESETS), default="small",
                    help="size preset of the LSTM-based rows (default: small)")
-    p.add_argument("--num-topics", type=int, default=50,
-                   help="topics T of the topic-model rows (default: 50; the moe row keeps "
-                   "Table 6's 30 experts)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every run (default: 0)")
+    p.add_argument("--num-topics", type=int_list, default=[50], metavar="T[,T...]",
+                   help="topics T of the topic-model rows; several (e.g. 50,100,150) train "
+                   "each topic row once per T (default: 50; the moe row keeps Table 6's 30 "
+                   "experts)")
+    p.add_argument("--seeds", "--seed", type=int_list, default=[0], metavar="S[,S...]",
+                   help="seed of every run; several (e.g. 0,1,2) train each row once per "
+                   "seed and report mean ± standard deviation (default: 0)")
+    p.add_argument("--learning-rates", type=float_list, default=[], metavar="LR[,LR...]",
+                   help="train every row at each rate and keep its best on mean validation "
+                   "perplexity (default: train.run's rate, no search)")
+    p.add_argument("--max-epochs", type=int, default=20,
+                   help="epoch cap of a row trained until it converges (default: 20)")
+    p.add_argument("--patience", type=int, default=2,
+                   help="epochs without a better validation perplexity (each halving the "
+                   "learning rate) before a row stops (default: 2)")
+    p.add_argument("--fixed-budget", type=row_epochs, default={}, metavar="ROW=EPOCHS[,...]",
+                   help="rows trained for a fixed number of epochs instead of until they "
+                   "converge, e.g. moe=3 (marked in the table)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"),
                    help="where the comparison directory is made (default: runs)")
     p.add_argument("--name", help="comparison directory name (default: compare-<dataset>)")
@@ -69,6 +101,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("train_args", nargs="*", metavar="-- TRAIN_FLAGS",
                    help="extra train.run flags for every row, after --")
     return p
+
+
+def float_list(text: str) -> list[float]:
+    """'1e-3,2e-3' -> [0.001, 0.002] (an argparse type)."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+
+
+def row_epochs(text: str) -> dict[str, int]:
+    """'moe=3,tcnlm=5' -> {'moe': 3, 'tcnlm': 5} (an argparse type)."""
+    budget = {}
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        row, _, epochs = item.partition("=")
+        if row not in ROWS or not epochs.isdigit() or int(epochs) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected ROW=EPOCHS with a row from {', '.join(ROWS)} and EPOCHS >= 1, "
+                f"got {item!r}")
+        budget[row] = int(epochs)
+    return budget
 
 
 def parse_rows(text: str) -> list[str]:
@@ -126,26 +179,28 @@ def row_train_args(model: str, train_args: list[str]) -> list[str]:
     return kept
 
 
-def row_command(row: str, directory: Path, shared: list[str], train_args: list[str],
-                cache_dir: Path) -> list[str]:
-    """The ``train.run`` command that trains the row, or resumes it from its checkpoint."""
+def row_command(row: str, run: str, directory: Path, shared: list[str],
+                train_args: list[str], cache_dir: Path) -> list[str]:
+    """The ``train.run`` command that trains the run ``run`` of row ``row``, or resumes it
+    from its checkpoint (with the budget flags of ``train_args`` only)."""
     model, flags = ROWS[row]
     train_args = row_train_args(model, train_args)
-    run_dir = directory / row
+    run_dir = directory / run
     command = [sys.executable, "-m", "train.run", "--runs-dir", str(directory),
-               "--run-name", row, "--cache-dir", str(cache_dir)]
+               "--run-name", run, "--cache-dir", str(cache_dir)]
     if (run_dir / "checkpoints" / "checkpoint").is_file():
-        print(f"== {row}: resuming {run_dir} from its latest checkpoint", flush=True)
+        print(f"== {run}: resuming {run_dir} from its latest checkpoint", flush=True)
         return command + ["--resume"] + budget_flags(train_args)
-    print(f"== {row}: training in {run_dir}", flush=True)
+    print(f"== {run}: training in {run_dir}", flush=True)
     return command + shared + flags + train_args
 
 
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int) -> list[str]:
-    """Runs the rows' commands, ``jobs`` at a time; returns the rows whose command failed.
+    """Runs the commands (run name -> command), ``jobs`` at a time; returns the runs whose
+    command failed.
 
-    With one job the output goes to the terminal; with more, each row's output goes to
-    ``<directory>/<row>.log`` (named when the row starts)."""
+    With one job the output goes to the terminal; with more, each run's output goes to
+    ``<directory>/<run>.log`` (named when the run starts)."""
     if jobs == 1:
         return [row for row, command in commands.items() if subprocess.run(command).returncode]
     pending, running, failed = list(commands), {}, []
@@ -175,28 +230,6 @@ def topic_evaluations(run_dir: Path) -> dict:
     return coherence.main(["--run", str(run_dir)])
 
 
-def table(rows: dict[str, dict]) -> str:
-    """The comparison as a Markdown table; ratios are to the sentence-level LSTM's perplexity."""
-    reference = rows.get("lstm", {}).get("test_perplexity")
-    lines = ["| model | size | parameters | epochs | best valid ppl | test ppl | "
-             "test ppl / sentence LSTM | NPMI (mean of top 5/10/15/20) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row, m in rows.items():
-        ratio = f"{m['test_perplexity'] / reference:.3f}" if reference else "-"
-        npmi = f"{m['coherence']['mean']:.4f}" if "coherence" in m else "-"
-        lines.append(f"| {row} | {m['size']} | {m['parameters']:,} | {len(m['epochs'])} | "
-                     f"{m['best_valid_perplexity']:.2f} | {m['test_perplexity']:.2f} | "
-                     f"{ratio} | {npmi} |")
-    baselines = next(iter(rows.values()))["baselines"]
-    names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
-    for key, label in names.items():
-        value = baselines.get(key)
-        if value is not None:
-            ratio = f"{value / reference:.3f}" if reference else "-"
-            lines.append(f"| {label} | - | - | - | - | {value:.2f} | {ratio} | - |")
-    return "\n".join(lines) + "\n"
-
-
 def size_of(run_dir: Path) -> str:
     """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
     model = json.loads((run_dir / "config.json").read_text())["model"]
@@ -206,57 +239,155 @@ def size_of(run_dir: Path) -> str:
     return size
 
 
+def fixed_epochs(train_args: list[str]) -> bool:
+    """Whether ``train_args`` fix every row's epochs (``--epochs N``)."""
+    return any(a == "--epochs" or a.startswith("--epochs=") for a in train_args)
+
+
+def run_keys(rows: list[str], args: argparse.Namespace) -> list[RunKey]:
+    """Every run of the comparison, row by row."""
+    keys = []
+    for row in rows:
+        model, flags = ROWS[row]
+        takes_topics = "num_topics" in MODELS[model].option_names and "--num-topics" not in flags
+        for topics in (args.num_topics if takes_topics else [None]):
+            for seed in args.seeds:
+                for rate in args.learning_rates or [None]:
+                    keys.append(RunKey(row, topics, seed, rate))
+    return keys
+
+
+def run_flags(key: RunKey, args: argparse.Namespace) -> list[str]:
+    """The ``train.run`` flags of one run besides its row's: its seed, topic count,
+    learning rate and epoch budget."""
+    flags = ["--seed", str(key.seed)]
+    if key.topics is not None:
+        flags += ["--num-topics", str(key.topics)]
+    if key.learning_rate is not None:
+        flags += ["--learning-rate", f"{key.learning_rate:g}"]
+    if key.row in args.fixed_budget:
+        epochs = args.fixed_budget[key.row]   # no early stop within the budget
+        flags += ["--epochs", str(epochs), "--patience", str(epochs + 1)]
+    elif not fixed_epochs(args.train_args):
+        flags += ["--epochs", str(args.max_epochs), "--patience", str(args.patience)]
+    return flags
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """What a comparison directory fixes (``compare.json``). A single seed or topic count is
+    stored as a number and the convergence settings only where they apply, so the
+    directories of earlier versions still match."""
+    saved = {"dataset": args.dataset, "data_dir": str(args.data_dir.resolve()),
+             "preset": args.preset,
+             "num_topics": args.num_topics[0] if len(args.num_topics) == 1 else args.num_topics,
+             "seed": args.seeds[0] if len(args.seeds) == 1 else args.seeds,
+             "train_args": args.train_args}
+    if not fixed_epochs(args.train_args):
+        saved.update(max_epochs=args.max_epochs, patience=args.patience)
+    if args.fixed_budget:
+        saved["fixed_budget"] = args.fixed_budget
+    if args.learning_rates:
+        saved["learning_rates"] = args.learning_rates
+    return saved
+
+
+def check_arguments(args: argparse.Namespace) -> list[str]:
+    """The rows, after every check of the arguments that needs no training."""
+    rows = parse_rows(args.models)
+    for name, values in (("--num-topics", args.num_topics), ("--seeds", args.seeds)):
+        if not values or len(set(values)) != len(values):
+            raise UserError(f"{name} needs distinct values, got {values}")
+    if min(args.num_topics) < 1:
+        raise UserError(f"--num-topics must be positive, got {args.num_topics}")
+    if args.learning_rates and (min(args.learning_rates) <= 0
+                                or len(set(args.learning_rates)) != len(args.learning_rates)):
+        raise UserError(f"--learning-rates needs distinct positive values, got "
+                        f"{args.learning_rates}")
+    if args.jobs < 1 or args.max_epochs < 1 or args.patience < 1:
+        raise UserError("--jobs, --max-epochs and --patience must be >= 1")
+    unused = sorted(set(args.fixed_budget) - set(rows))
+    if unused:
+        raise UserError(f"--fixed-budget names rows that are not compared: {', '.join(unused)}")
+    budget_flags(args.train_args)  # unknown train.run flags fail here, before any training
+    owned = {"--max-steps": "it would stop the runs before their test evaluation; bound a "
+                            "comparison with --max-epochs or -- --epochs",
+             "--seed": "use evaluate.compare's --seeds",
+             "--num-topics": "use evaluate.compare's --num-topics"}
+    if args.learning_rates:
+        owned["--learning-rate"] = "--learning-rates sets each run's rate"
+    if args.fixed_budget:
+        owned["--epochs"] = "it fixes every row's epochs; use it or --fixed-budget"
+    for flag, hint in owned.items():
+        if any(a == flag or a.startswith(flag + "=") for a in args.train_args):
+            raise UserError(f"{flag} cannot follow --: {hint}")
+    return rows
+
+
+def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
+           names: dict[RunKey, str]) -> str:
+    """Writes ``comparison.md``, ``comparison.json``, ``valid_curves.png`` and the
+    TensorBoard curves of the finished ``runs``; returns the Markdown."""
+    entries = aggregate(runs, args.fixed_budget)
+    budget = ("epochs as in the train.run flags" if fixed_epochs(args.train_args) else
+              f"until converged: patience {args.patience}, at most {args.max_epochs} epochs")
+    title = (f"Test perplexity on {args.dataset} ({args.preset} preset, {budget}, "
+             f"seed{'s' if len(args.seeds) > 1 else ''} {','.join(map(str, args.seeds))}"
+             + (f", train.run flags {' '.join(args.train_args)}" if args.train_args else "")
+             + ")")
+    text = title + "\n\n" + table(entries, next(iter(runs.values()))["baselines"])
+    by_topics = coherence_table(entries)
+    if by_topics:
+        text += "\nNPMI (mean of top 5/10/15/20) by number of topics\n\n" + by_topics
+    points = curves({names[key]: metrics for key, metrics in runs.items()})
+    png = curves_png(points, f"{args.dataset}: validation perplexity")
+    write_text(directory / "comparison.md", text)
+    write_text(directory / "comparison.json", json.dumps(
+        {"runs": {names[key]: metrics for key, metrics in runs.items()},
+         "rows": list(entries.values())}, indent=2, default=float) + "\n")
+    (directory / "valid_curves.png").write_bytes(png)
+    shutil.rmtree(directory / "tensorboard", ignore_errors=True)
+    write_tensorboard(directory / "tensorboard", points, png)
+    return text
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = build_parser().parse_args(argv)
-    rows = parse_rows(args.models)
-    if args.jobs < 1:
-        raise UserError("--jobs must be >= 1")
-    budget_flags(args.train_args)  # unknown train.run flags fail here, before any training
-    if any(a == "--max-steps" or a.startswith("--max-steps=") for a in args.train_args):
-        raise UserError("--max-steps would stop the runs before their test evaluation; bound "
-                        "a comparison with --epochs instead")
+    rows = check_arguments(args)
     directory = args.runs_dir / (args.name or f"compare-{args.dataset}")
     shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir),
-              "--preset", args.preset, "--seed", str(args.seed)]
-    check_settings(directory, {"dataset": args.dataset,
-                               "data_dir": str(args.data_dir.resolve()),
-                               "preset": args.preset, "num_topics": args.num_topics,
-                               "seed": args.seed, "train_args": args.train_args})
+              "--preset", args.preset]
+    check_settings(directory, settings(args))
+    keys = run_keys(rows, args)
+    names = {key: key.name(len(args.num_topics), len(args.seeds), len(args.learning_rates))
+             for key in keys}
     commands = {}
-    for row in rows:
-        if finished(directory / row):
-            print(f"== {row}: reusing {directory / row} (already evaluated)", flush=True)
+    for key in keys:
+        name = names[key]
+        if finished(directory / name):
+            print(f"== {name}: reusing {directory / name} (already evaluated)", flush=True)
             continue
-        model, flags = ROWS[row]
-        extra = (["--num-topics", str(args.num_topics)]
-                 if "num_topics" in MODELS[model].option_names and "--num-topics" not in flags
-                 else [])
-        commands[row] = row_command(row, directory, shared + extra, args.train_args,
-                                    args.cache_dir)
+        commands[name] = row_command(key.row, name, directory, shared + run_flags(key, args),
+                                     args.train_args, args.cache_dir)
     failed = run_commands(commands, directory, args.jobs)
     if failed:
         raise UserError(f"training failed for {', '.join(failed)} (messages above or in "
-                        f"{directory}/<row>.log); fix the cause and run the same command "
-                        "again: finished rows are kept, the others resume")
-    results = {}
-    for row in (r for r in ROWS if r in rows):
-        run_dir = directory / row
+                        f"{directory}/<run>.log); fix the cause and run the same command "
+                        "again: finished runs are kept, the others resume")
+    runs = {}
+    for key in sorted(keys, key=lambda k: list(ROWS).index(k.row)):
+        run_dir = directory / names[key]
         metrics = json.loads((run_dir / "metrics.json").read_text())
         metrics["size"] = size_of(run_dir)
-        if MODELS[ROWS[row][0]].has_topics:
+        if MODELS[ROWS[key.row][0]].has_topics:
             metrics["coherence"] = topic_evaluations(run_dir)
-        results[row] = metrics
-    text = (f"Test perplexity on {args.dataset} ({args.preset} preset, seed {args.seed}"
-            + (f", train.run flags {' '.join(args.train_args)}" if args.train_args else "")
-            + ")\n\n" + table(results))
-    write_text(directory / "comparison.md", text)
-    write_text(directory / "comparison.json",
-               json.dumps(results, indent=2, default=float) + "\n")
+        runs[key] = metrics
+    text = report(args, directory, runs, names)
     print("\n" + text)
-    print(f"written to {directory / 'comparison.md'} and comparison.json; topics and coherence "
-          f"in each topic model's run directory")
-    return results
+    print(f"written to {directory / 'comparison.md'}, comparison.json and valid_curves.png "
+          f"(TensorBoard: tensorboard --logdir {directory / 'tensorboard'}); topics and "
+          "coherence in each topic model's run directory")
+    return {names[key]: metrics for key, metrics in runs.items()}
 
 
 if __name__ == "__main__":

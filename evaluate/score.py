@@ -3,9 +3,10 @@ test perplexity of a corpus-format file through an exported SavedModel, without 
 run, so an export can be checked where only it was copied.
 
 Each sentence goes to the ``score`` signature with the context the model was trained with:
-topic models get the rest of the document, a document-mode LSTM and the LCLM the sentences
-before it (the LCLM reads the last of them), a sentence-mode LSTM nothing (the export says
-which in its ``context_kind`` variable). The
+topic models get the rest of the document (or the sentences before it, if trained with
+``--context preceding``), a document-mode LSTM and the LCLM the sentences before it (the LCLM
+reads the last of them), a sentence-mode LSTM nothing (the export says which in its
+``context_kind`` variable). The
 total equals ``python -m evaluate.perplexity --run`` on the same file.
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ def sentence_requests(documents: list[Document], context_kind: str
         for k, sentence in enumerate(document):
             if context_kind == "bag-of-words":
                 context = document[:k] + document[k + 1:]
-            elif context_kind in ("preceding-text", "preceding-sentences"):
+            elif context_kind in ("preceding-text", "preceding-sentences",
+                                  "preceding-bag-of-words"):
                 context = document[:k]
             else:
                 context = []

@@ -273,6 +273,13 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
             ),
         )
 
+    def scaled_weights(self):
+        """``[(weight, s)]``: ``W_b`` and ``U_b`` (``input_topic_kernel`` and
+        ``recurrent_topic_kernel``), used multiplied by ``topic_kernel_scale``, so a trainer
+        can clip the gradients of the unscaled model (:func:`train.trainer.clip_gradients`)."""
+        return [(self.input_topic_kernel, self.topic_kernel_scale),
+                (self.recurrent_topic_kernel, self.topic_kernel_scale)]
+
     def _scaled_topic_initializer(self, shape, dtype=None):
         return self.topic_initializer(shape, dtype=dtype) / self.topic_kernel_scale
 

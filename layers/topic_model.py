@@ -248,6 +248,12 @@ class NeuralTopicModel(keras.layers.Layer):
         """``[T, D]`` logits of beta: ``topic_word_scale * topic_word_weights``."""
         return self.topic_word_scale * self.topic_word_weights
 
+    def scaled_weights(self):
+        """``[(weight, s)]``: the weights this layer uses multiplied by a constant ``s``
+        (``topic_word_weights``), so a trainer can clip the gradients of the unscaled model
+        (:func:`train.trainer.clip_gradients`)."""
+        return [(self.topic_word_weights, self.topic_word_scale)]
+
     def topic_word(self):
         """``beta [T, D]``: row ``i`` is topic ``i``'s word distribution (rows sum to 1)."""
         return tf.nn.softmax(self.topic_word_logits(), axis=-1)

@@ -40,6 +40,9 @@ STATEFUL_MODES = ("document", "stream")
 #: output layers (tcnlm_tf.decoders): adaptive softmax, full softmax, the sememe-driven
 #: decoder (Gu et al. 2018), a mixture of softmaxes (Yang et al. 2018)
 DECODERS = ("adaptive", "softmax", "sdlm", "mos")
+#: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
+#: papers' protocol) or only the text before it (causal, Zheng, Vafa and Blei 2023)
+CONTEXTS = ("rest", "preceding")
 OPTIMIZERS = ("adam", "sgd")
 #: --strategy: all local devices of one process, or one process per machine (TF_CONFIG)
 STRATEGIES = ("mirrored", "multi_worker")
@@ -78,6 +81,7 @@ class DataConfig:
     topic_top_fraction: float = 0.001   # topic vocabulary: drop the most frequent 0.1 % types
     stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
     max_bow: int = 300              # words of document context per sentence
+    context: str = "rest"           # a sentence's document context: one of pipeline.CONTEXTS
     seq_len: int = 30               # LM sequence length
     max_doc_tokens: int = 100_000   # longer documents are skipped (and counted)
     synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)  # SyntheticConfig fields
@@ -198,6 +202,7 @@ class RunConfig:
             (d.min_freq >= 1, "--min-freq must be >= 1"),
             (d.seq_len >= 2, "--seq-len must be >= 2"),
             (d.max_bow >= 1, "--max-bow must be >= 1"),
+            (d.context in CONTEXTS, f"unknown --context {d.context!r}; choose one of {CONTEXTS}"),
             (m.num_layers >= 1 and m.hidden_size >= 1 and m.embedding_dim >= 1,
              "--num-layers, --hidden-size and --embedding-dim must be positive"),
             (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),

@@ -32,7 +32,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         arrays, config.data.seq_len, batch_size or config.train.batch_size, config.model.mode,
         run.model.context_inputs, config.data.max_bow,
         features=run.model.document_features(split, arrays),
-        context_options=run.model.context_options)
+        context_options=run.model.context_options, protocol=config.data.context)
     step = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
                        reduce_retracing=True)
     nll, tokens, state = 0.0, 0.0, None

@@ -16,8 +16,22 @@ Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max
                             document, one row each (row N-1: the sentence just before; rows
                             before the document's first sentence all 0), first W ids of each,
                             0-padded (Wang and Cho 2016's bags of preceding sentences)
+``context_weight`` float32 [B] (sentence mode, as ``bow``) the share of the example's unit
+                            that it stands for, by which a model weights its per-example
+                            document-context terms (e.g. a topic model's ELBO): with the
+                            model's ``context_options`` ``weighting`` = ``sentence``,
+                            1 / (the sequences its sentence was cut into), so a long sentence
+                            counts its term once; ``document``: 1 / (the sequences of its
+                            document), so each document counts once per epoch; 1 for whole
+                            documents (evaluation, serving)
 ``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
                             carried LSTM state is zeroed there
+
+The context protocol (``--context``, :data:`CONTEXTS`) says what a sentence-mode example's
+``bow`` holds: ``rest``, the document minus the sentence, later sentences included (both
+papers' protocol, Wang et al. 2018 §5, Lau et al. 2017 §3.2), or ``preceding``, only the
+document's sentences before it, the text a document-level LSTM has read at that point
+(Zheng, Vafa and Blei 2023's evaluation). ``preceding`` is causal in either protocol.
 
 Sentence mode (both papers' protocol): each sentence ``w1..wn`` becomes the token string
 ``<eos> w1 .. wn <eos>``; sentences longer than L targets are cut into several sequences
@@ -41,7 +55,9 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from tcnlm_tf.config import CONTEXTS
 from tcnlm_tf.data import SplitArrays
+from tcnlm_tf.models.registry import WEIGHTINGS
 
 EOS_ID = 2   # tcnlm_tf.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 UNK_ID = 1
@@ -88,6 +104,28 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
     context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
                         topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
     return SentenceExamples(inputs, targets, context.astype(np.int64), docs, sent_index)
+
+
+def protocol_context(examples: SentenceExamples, protocol: str) -> np.ndarray:
+    """The examples' context rows [N, 4] under the context ``protocol`` (:data:`CONTEXTS`):
+    ``rest`` as built (document minus sentence); ``preceding`` ends the kept text at the
+    sentence: (document start, sentence start, document end, document end)."""
+    if protocol not in CONTEXTS:
+        raise ValueError(f"unknown context protocol {protocol!r}; choose one of {CONTEXTS}")
+    context = examples.context
+    if protocol == "preceding":
+        context = context.copy()
+        context[:, 2] = context[:, 3]
+    return context
+
+
+def context_weights(examples: SentenceExamples, weighting: str) -> np.ndarray:
+    """``context_weight`` of every example [N] float32 (see the module docstring):
+    1 / (examples of its sentence) or 1 / (examples of its document)."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
+    unit = examples.sentences if weighting == "sentence" else examples.documents
+    return (1.0 / np.bincount(unit)[unit]).astype(np.float32)
 
 
 def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
@@ -241,16 +279,20 @@ def document_sentences(split: SplitArrays) -> tf.Tensor:
 def context_fields(names: tuple[str, ...], context: tf.Tensor, topic_ids: tf.Tensor,
                    max_bow: int, sentences: tf.Tensor | None = None,
                    sentence_starts: tf.Tensor | None = None,
-                   options: Mapping[str, Any] | None = None) -> dict[str, tf.Tensor]:
+                   options: Mapping[str, Any] | None = None,
+                   weights: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
     """The document-context fields ``names`` of a batch (see the module docstring); the one
     place that knows how each field is made. ``context`` [B, 4]: context rows (see
     :func:`bag_of_words`); for ``preceding`` also ``sentences`` [B, 2] and
     ``sentence_starts`` [S+1] (see :func:`preceding_sentences`) and the model's
-    ``context_options`` (``sentences`` N, ``words`` W)."""
+    ``context_options`` (``sentences`` N, ``words`` W); for ``context_weight`` the
+    examples' ``weights`` [B] (:func:`context_weights`; None: whole documents, weight 1)."""
     builders = {
         "bow": lambda: bag_of_words(context, topic_ids, max_bow),
         "preceding": lambda: preceding_sentences(sentences, sentence_starts, topic_ids,
                                                  options["sentences"], options["words"]),
+        "context_weight": lambda: (tf.ones(tf.shape(context)[:1], tf.float32)
+                                   if weights is None else weights),
     }
     unknown = set(names) - set(builders)
     if unknown:
@@ -267,17 +309,20 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
                      context_inputs: tuple[str, ...] = (), max_bow: int = 300,
                      shuffle_seed: int | None = None,
                      features: dict[str, np.ndarray] | None = None,
-                     context_options: Mapping[str, Any] | None = None) -> tf.data.Dataset:
+                     context_options: Mapping[str, Any] | None = None,
+                     protocol: str = CONTEXTS[0]) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
     seed, so a resumed epoch sees the same order), with the ``context_inputs`` fields (made
-    with the model's ``context_options``) and each example's row of the per-document
-    ``features`` ({name: [D, ...]})."""
+    with the model's ``context_options``, under the context ``protocol``) and each
+    example's row of the per-document ``features`` ({name: [D, ...]})."""
+    options = context_options or {}
     order = np.arange(len(examples))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
     inputs = tf.constant(examples.inputs)
     targets = tf.constant(examples.targets)
-    context = tf.constant(examples.context)
+    context = tf.constant(protocol_context(examples, protocol))
+    weights = tf.constant(context_weights(examples, options.get("weighting", WEIGHTINGS[0])))
     documents = tf.constant(examples.documents)
     sentences = tf.constant(np.stack([split.doc_offsets[examples.documents],
                                       examples.sentences], axis=1))
@@ -289,7 +334,7 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
         batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
         batch.update(context_fields(context_inputs, tf.gather(context, index), topic_ids,
                                     max_bow, tf.gather(sentences, index), sentence_starts,
-                                    context_options))
+                                    options, tf.gather(weights, index)))
         batch.update({name: tf.gather(value, tf.gather(documents, index))
                       for name, value in features.items()})
         return _with_weights(batch)
@@ -324,11 +369,12 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
-                 context_options: Mapping[str, Any] | None = None) -> tf.data.Dataset:
+                 context_options: Mapping[str, Any] | None = None,
+                 protocol: str = CONTEXTS[0]) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream'); ``context_inputs``
-    names the document-context fields to add (with the model's ``context_options``) and
-    ``features`` per-document side inputs (sentence mode), ``examples`` reuses precomputed
-    sequences."""
+    names the document-context fields to add (with the model's ``context_options``, under
+    the context ``protocol``) and ``features`` per-document side inputs (sentence mode),
+    ``examples`` reuses precomputed sequences."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
     if mode == "stream":
@@ -336,4 +382,4 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,
-                            features, context_options)
+                            features, context_options, protocol)

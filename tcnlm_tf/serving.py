@@ -39,7 +39,7 @@ How the context enters follows the run's training: models with document-context 
 read ``documents`` through the same builder as training
 (:func:`tcnlm_tf.pipeline.context_fields`) and the model's own ``context``: the topic
 models the first ``max_bow`` topic-vocabulary words of the document (in training, the
-document minus the sentence), a model that reads ``preceding`` (the LCLM) the topic words
+document minus the sentence, or with ``--context preceding`` the text before it), a model that reads ``preceding`` (the LCLM) the topic words
 of the document's last N sentences, so its ``documents`` input is the text *before* the
 sentence (in training, the N sentences before it); a document-mode LSTM reads them as
 the text before the sentence (``<eos>`` after each of its sentences) and carries its state
@@ -121,6 +121,7 @@ class ServingModule(tf.Module):
         self.carries_state = run.config.model.mode in STATEFUL_MODES
         self.seq_len = run.config.data.seq_len
         self.max_bow = run.config.data.max_bow
+        self.protocol = run.config.data.context
         # for clients that load the SavedModel in Python (evaluate.score): what the model is
         # and how its documents input is read
         self.model_type = tf.Variable(run.config.model.model, trainable=False, name="model_type")
@@ -171,12 +172,14 @@ class ServingModule(tf.Module):
         """How the ``documents`` input is read: ``preceding-sentences`` (models whose
         context inputs include ``preceding``: the text before the sentence, of which they
         read the last sentences' topic words), ``bag-of-words`` (other models with
-        document-context inputs; in training the document minus the sentence),
-        ``preceding-text`` (document- or stream-mode LSTM) or ``ignored``."""
+        document-context inputs trained with ``--context rest``: the document minus the
+        sentence), ``preceding-bag-of-words`` (the same trained with ``--context
+        preceding``: the text before the sentence), ``preceding-text`` (document- or
+        stream-mode LSTM) or ``ignored``."""
         if "preceding" in self.context_inputs:
             return "preceding-sentences"
         if self.context_inputs:
-            return "bag-of-words"
+            return "preceding-bag-of-words" if self.protocol == "preceding" else "bag-of-words"
         return "preceding-text" if self.carries_state else "ignored"
 
     @property

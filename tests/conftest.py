@@ -44,6 +44,10 @@ def tiny_models() -> dict[str, list[str]]:
 
 
 TINY_MODELS = tiny_models()
+#: what the ``exports`` fixture trains and exports: every tiny model, and TCNLM trained with
+#: the causal context (``--context preceding``)
+EXPORT_MODELS = {**TINY_MODELS,
+                 "tcnlm-preceding": TINY_MODELS["tcnlm"] + ["--context", "preceding"]}
 
 
 def run_flags(workdir: Path, name: str) -> list[str]:
@@ -77,7 +81,7 @@ def exports(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("export")
     out = {}
-    for name, flags in TINY_MODELS.items():
+    for name, flags in EXPORT_MODELS.items():
         train_main(TINY + flags + ["--runs-dir", str(root / "runs"), "--run-name", name,
                                    "--cache-dir", str(root / "cache")])
         first = export_main(["--run", str(root / "runs" / name),

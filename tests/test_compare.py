@@ -1,6 +1,7 @@
 """``python -m evaluate.compare`` on tiny models: one table, reuse and resume of its runs."""
 import json
 
+import numpy as np
 import pytest
 
 from evaluate.compare import main as compare
@@ -79,3 +80,59 @@ def test_interrupted_row_is_resumed(tmp_path, capfd):
     results = compare(tiny_args(tmp_path, "--models", "lstm"))
     assert "resuming" in capfd.readouterr().out
     assert results["lstm"]["steps"] > 2 and "test_perplexity" in results["lstm"]
+
+
+def test_converged_runs_with_seeds_learning_rates_curves_and_tensorboard(tmp_path):
+    """The default budget trains until early stopping (here patience 1 or a cap of 3
+    epochs); two seeds and two learning rates make four runs, the table keeps the better
+    rate and shows mean ± standard deviation, and the curves go to a PNG and TensorBoard."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    flags = [f for f in TINY if f not in ("--epochs", "2", "--learning-rate", "0.005")]
+    assert "--epochs" not in flags
+    results = compare(["--models", "lstm", "--seeds", "0,1", "--learning-rates", "0.005,0.02",
+                       "--max-epochs", "3", "--patience", "1", "--runs-dir",
+                       str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
+                       "--name", "cmp", "--", *flags])
+    directory = tmp_path / "runs" / "cmp"
+    assert sorted(results) == ["lstm-seed0-lr0.005", "lstm-seed0-lr0.02", "lstm-seed1-lr0.005",
+                               "lstm-seed1-lr0.02"]
+    for name, metrics in results.items():
+        config = json.loads((directory / name / "config.json").read_text())["train"]
+        assert config["epochs"] == 3 and config["patience"] == 1
+        assert config["seed"] == int(name[len("lstm-seed")]) and name.endswith(
+            f"lr{config['learning_rate']:g}")
+        assert len(metrics["epochs"]) == 3 or metrics["stopped"] == "early_stopping"
+    rows = json.loads((directory / "comparison.json").read_text())["rows"]
+    assert len(rows) == 1
+    best = min((0.005, 0.02), key=lambda r: np.mean(
+        [results[f"lstm-seed{s}-lr{r:g}"]["best_valid_perplexity"] for s in (0, 1)]))
+    tests = [results[f"lstm-seed{s}-lr{best:g}"]["test_perplexity"] for s in (0, 1)]
+    assert rows[0]["learning_rate"] == best and rows[0]["seeds"] == [0, 1]
+    np.testing.assert_allclose(rows[0]["test"], [np.mean(tests), np.std(tests, ddof=1)])
+    table = (directory / "comparison.md").read_text()
+    assert f"{np.mean(tests):.2f} ± {np.std(tests, ddof=1):.2f}" in table
+    assert "until converged: patience 1, at most 3 epochs" in table
+    assert (directory / "valid_curves.png").read_bytes()[:4] == b"\x89PNG"
+    acc = event_accumulator.EventAccumulator(str(directory / "tensorboard" / "lstm-seed1-lr0.02"),
+                                             size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    events = acc.Tensors("compare/valid_perplexity")
+    metrics = results["lstm-seed1-lr0.02"]
+    assert [e.step for e in events] == [metrics["train_tokens_per_epoch"] * (k + 1)
+                                        for k in range(len(metrics["epochs"]))]
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--seeds", "1,1"], "--seeds"),
+    (["--fixed-budget", "moe=0"], "--fixed-budget"),
+    (["--models", "lstm", "--fixed-budget", "moe=2"], "moe"),
+    (["--learning-rates", "0.1", "--", "--learning-rate", "0.2"], "--learning-rate"),
+    (["--", "--seed", "3"], "--seeds"),
+])
+def test_bad_convergence_arguments_are_one_line_errors(tmp_path, capsys, argv, fragment):
+    with pytest.raises(SystemExit) as exit_info:
+        compare(["--runs-dir", str(tmp_path), *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err

@@ -12,7 +12,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from tcnlm_tf.evaluation import corpus_nll, generate
 from tcnlm_tf.models.base import has_topics
-from tests.conftest import REPO_ROOT, TINY_MODELS, TOPIC_MODELS
+from tests.conftest import EXPORT_MODELS, REPO_ROOT, TOPIC_MODELS
 from tests.test_cli import assert_one_line_error
 from tcnlm_tf.runs import load_run
 from tcnlm_tf.serving import ServingModule
@@ -129,12 +129,13 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
                            loaded["tcnlm/3/infer_topics/topics"][1])
 
 
-@pytest.mark.parametrize("name", list(TINY_MODELS))
+@pytest.mark.parametrize("name", list(EXPORT_MODELS))
 def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     """evaluate.score sends each sentence of a file to the export's score signature with the
-    context the pipeline builds in training (topic models: the rest of the document;
-    document mode: the sentences before); its perplexity equals corpus_nll's (windows of
-    --seq-len 8, carried document state, <unk> and all)."""
+    context the pipeline builds in training (topic models: the rest of the document, or the
+    sentences before with --context preceding; document mode: the sentences before); its
+    perplexity equals corpus_nll's (windows of --seq-len 8, carried document state, <unk>
+    and all)."""
     _, out = exports
     run_dir, saved = out[name]
     run = load_run(run_dir)
@@ -148,6 +149,14 @@ def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     assert result["tokens"] == tokens
     assert result["perplexity"] == pytest.approx(perplexity(nll, tokens), rel=1e-5)
     assert json.loads((tmp_path / "score.json").read_text())["tokens"] == tokens
+
+
+def test_export_says_which_context_protocol_it_was_trained_with(exports):
+    """evaluate.score sends a --context preceding export only the sentences before."""
+    _, out = exports
+    kinds = {name: tf.saved_model.load(str(out[name][1])).context_kind.numpy().decode()
+             for name in ("tcnlm", "tcnlm-preceding")}
+    assert kinds == {"tcnlm": "bag-of-words", "tcnlm-preceding": "preceding-bag-of-words"}
 
 
 @pytest.mark.parametrize("name", TOPIC_MODELS)

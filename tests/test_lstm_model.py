@@ -102,6 +102,7 @@ def test_checkpoint_keys_do_not_depend_on_models_built_before(name):
     for _ in range(2):
         m = build_model(config, lm_vocab, topic_vocab)
         m({"inputs": ids, "targets": ids, "weights": tf.ones([1, 3]),
-           "bow": tf.constant([[1, 2, 0]]), "preceding": tf.constant([[[1, 2, 0]]])})
+           "bow": tf.constant([[1, 2, 0]]), "preceding": tf.constant([[[1, 2, 0]]]),
+           "context_weight": tf.ones([1])})
         keys.append(sorted(variable_map(m.weights)))   # what model_checkpoint stores
     assert keys[0] == keys[1]

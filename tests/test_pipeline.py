@@ -56,6 +56,30 @@ def test_bag_of_words_is_document_minus_sentence_capped():
     np.testing.assert_array_equal(batch["weights"].numpy().sum(), SPLIT.num_predicted_tokens)
 
 
+def test_preceding_protocol_keeps_only_the_sentences_before():
+    examples = pipeline.sentence_examples(SPLIT, seq_len=30)
+    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",),
+                                   max_bow=2, protocol="preceding")
+    bow = next(iter(ds))["bow"].numpy()
+    t = TOPIC.id
+    np.testing.assert_array_equal(bow, [[0, 0], [t("w1"), 0], [t("w1"), t("w2")],   # doc 0
+                                        [0, 0],                                     # doc 1
+                                        [0, 0], [t("w2"), 0]])                      # doc 2
+
+
+def test_context_weight_counts_each_sentence_or_document_once():
+    examples = pipeline.sentence_examples(SPLIT, seq_len=3)   # sentence 1 -> 3 sequences
+    for weighting, units, expected in (
+            ("sentence", SPLIT.num_sentences, [1, 1 / 3, 1 / 3, 1 / 3, 1, 1 / 2, 1 / 2, 1, 1]),
+            ("document", SPLIT.num_documents, [1 / 5] * 5 + [1 / 2] * 4)):
+        ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=20,
+                                       context_inputs=("context_weight",),
+                                       context_options={"weighting": weighting})
+        weight = next(iter(ds))["context_weight"].numpy()
+        np.testing.assert_allclose(weight, expected, rtol=1e-6)
+        np.testing.assert_allclose(weight.sum(), units, rtol=1e-6)
+
+
 def test_shuffle_is_a_permutation_fixed_by_seed():
     examples = pipeline.sentence_examples(SPLIT, seq_len=3)
     def rows(seed):

@@ -39,6 +39,7 @@ def make_model(seed=3):
 def batch(targets=TARGETS, bow=BOW):
     targets = tf.constant(targets)
     return {"inputs": tf.constant(INPUTS), "targets": targets, "bow": tf.constant(bow),
+            "context_weight": tf.ones([len(INPUTS)]),
             "weights": tf.cast(targets != 0, tf.float32)}
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.config import (DATASETS, DECODERS, MODES, OPTIMIZERS, PRESETS,
+from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, MODES, OPTIMIZERS, PRESETS,
                              SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
                              TrainConfig, apply_preset, default_cache_dir, default_data_dir)
 from tcnlm_tf.data import load_corpus
@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--stopwords", help="stop-word list for the topic vocabulary "
                       "(default: tcnlm_tf/resources/stopwords_en.txt)")
     data.add_argument("--max-bow", type=int, help="document-context words per sentence (300)")
+    data.add_argument("--context", choices=CONTEXTS,
+                      help="what a sentence's document context holds, in training and "
+                      "evaluation: rest: the document minus the sentence (both papers); "
+                      "preceding: only the sentences before it (causal, as a document LSTM "
+                      "reads); models without document context ignore it (default: rest)")
     data.add_argument("--seq-len", type=int, help="LM sequence length (30)")
     data.add_argument("--max-doc-tokens", type=int,
                       help="skip (and count) documents longer than this (100000)")

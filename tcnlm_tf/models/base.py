@@ -140,6 +140,17 @@ class LanguageModel(keras.Model):
         """Training tasks besides language modelling (none by default)."""
         return []
 
+    def weight_scales(self, variables: list) -> list[float]:
+        """For each of ``variables``: the constant ``s`` by which the model multiplies it
+        where it is used (a sub-layer's ``scaled_weights()``, e.g. TCNLM's ``W_b``/``U_b``
+        and the topic model's word weights), 1 for the others. The gradient of the weight
+        the model really uses, ``s * v``, is ``v``'s gradient / ``s``."""
+        scales = {}
+        for layer in self._flatten_layers(include_self=False):
+            for variable, scale in getattr(layer, "scaled_weights", list)():
+                scales[id(variable)] = float(scale)
+        return [scales.get(id(v), 1.0) for v in variables]
+
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None) -> ModelOutput:
         raise NotImplementedError

@@ -11,6 +11,15 @@ The training loop minimises -J per predicted token: the language-model NLL comes
 ``target_log_probs`` and ``-E_q[log p(d|t)] + KL - lambda R`` from ``aux_loss`` (one
 Monte-Carlo sample of t per sentence while training, the posterior mean at evaluation).
 
+Eq. 17 is applied per (sentence, document minus the sentence) pair, as the paper trains:
+every sentence brings its own topic-model term, so on APNEWS (about 17 sentences per
+document) the topic model weighs about 17 times what a per-document ELBO would give it. An
+example is a sequence of at most L targets, not a sentence: each example's term is weighted
+by ``batch["context_weight"]`` (:mod:`tcnlm_tf.pipeline`), 1 / (the sequences of its
+sentence), so a sentence cut into three sequences still counts its term once. With
+``--ntm-weighting document`` the weight is 1 / (the sequences of its document) instead: each
+document's term counts once per epoch.
+
 * :class:`TCNLM` runs topic-compositional LSTM layers (eq. 13-15): every gate's weights are
   W_a diag(W_b t) W_c, so t mixes T experts that share structure (eq. 11-12).
 * :class:`NaiveMoE` runs T separate LSTM experts and mixes their output distributions with
@@ -33,7 +42,7 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
     """A :class:`RecurrentLanguageModel` whose :meth:`context` is the neural topic model:
     ``Context["topics"]`` holds t [B, T]."""
 
-    context_inputs = ("bow",)
+    context_inputs = ("bow", "context_weight")
 
     @classmethod
     def create(cls, config, lm_vocab, topic_vocab, run_dir=None, **extra):
@@ -42,17 +51,24 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
                    ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
                    diversity_weight=m.option("diversity_weight"),
                    topic_word_scale=m.option("topic_word_scale"),
+                   ntm_weighting=m.option("ntm_weighting"),
                    name=m.model, **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
-                 topic_word_scale: float = 30.0, **kwargs):
+                 topic_word_scale: float = 30.0, ntm_weighting: str = "sentence", **kwargs):
         self.num_topics = num_topics  # before super().__init__, which calls make_layer
         super().__init__(vocab_size, **kwargs)
+        self.ntm_weighting = ntm_weighting
         self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
         self.ntm = NeuralTopicModel(topic_vocab_size, num_topics, hidden_units=ntm_hidden_units,
                                     diversity_weight=diversity_weight,
                                     topic_word_scale=topic_word_scale, name="ntm")
+
+    @property
+    def context_options(self) -> dict[str, str]:
+        """``weighting`` of ``context_weight``: ``sentence`` or ``document``."""
+        return {"weighting": self.ntm_weighting}
 
     def _ntm(self, batch, training=False, sample=None) -> dict[str, tf.Tensor]:
         """The topic model's outputs (:meth:`NeuralTopicModel.call`) for ``batch["bow"]``."""
@@ -71,12 +87,14 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
 
     def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
         ntm = self._ntm(batch, training=training)
-        examples = tf.cast(tf.shape(batch["bow"])[0], tf.float32)
+        weight = batch["context_weight"]                                  # [B]
         diversity = self.ntm.diversity()
-        # -(E_q log p(d|t) - KL) summed over the batch, and -lambda R once per example so R
-        # keeps weight lambda relative to each example's ELBO (eq. 18).
-        aux_loss = (tf.reduce_sum(ntm["kl"] - ntm["reconstruction"])
-                    - self.ntm.diversity_weight * diversity * examples)
+        # -(E_q log p(d|t) - KL) summed over the batch with each example's weight, and
+        # -lambda R with the same total weight, so R keeps weight lambda relative to each
+        # ELBO term (eq. 18). The metrics are per example, unweighted.
+        aux_loss = (tf.reduce_sum(weight * (ntm["kl"] - ntm["reconstruction"]))
+                    - self.ntm.diversity_weight * diversity * tf.reduce_sum(weight))
+        examples = tf.cast(tf.shape(weight)[0], tf.float32)
         metrics = {"ntm_reconstruction": tf.reduce_sum(ntm["reconstruction"]),
                    "ntm_kl": tf.reduce_sum(ntm["kl"]),
                    "ntm_diversity": diversity * examples}

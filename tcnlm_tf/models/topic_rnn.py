@@ -23,7 +23,10 @@ l observed as l(y) from the stop-word list:
 
     sum_t w_t [log p(y_t | h_t, theta, l(y_t)) + log p(l(y_t) | h_t)] - KL(q(theta|d) || N(0, I))
 
-with one reparameterised sample of theta per sentence (the posterior mean at evaluation).
+with one reparameterised sample of theta per sentence (the posterior mean at evaluation)
+and one KL per sentence: a sentence cut into several sequences weights each one's KL by
+``batch["context_weight"]`` (:mod:`tcnlm_tf.pipeline`; ``--ntm-weighting document``: one KL
+per document and epoch).
 ``ModelOutput.target_log_probs`` holds the marginal log p(y_t | h_t, theta), so the
 training loop's NLL is the honest one; ``aux_loss`` adds, for every real target,
 
@@ -72,14 +75,15 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
     layer is :class:`layers.topic_rnn.TopicRNNOutput` (a full softmax; the registry admits
     only ``--decoder softmax`` without tied embeddings)."""
 
-    context_inputs = ("bow",)
+    context_inputs = ("bow", "context_weight")
     topic_vocabulary = "lm"
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, stop_mask: Sequence[float],
                  num_topics: int = 50, ntm_hidden_units: Sequence[int] = (256, 256),
-                 **kwargs):
+                 ntm_weighting: str = "sentence", **kwargs):
         self.num_topics = num_topics  # before super().__init__, which builds the output layer
         super().__init__(vocab_size, **kwargs)
+        self.ntm_weighting = ntm_weighting
         mask = np.asarray(stop_mask, np.float32)
         if mask.shape != (vocab_size,):
             raise ValueError(f"stop_mask must have shape ({vocab_size},), got {mask.shape}")
@@ -99,12 +103,18 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
                    stop_mask=stop_word_mask(lm_vocab.words, load_stopwords(config.data.stopwords)),
                    num_topics=m.option("num_topics"),
                    ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
-                   name="topic_rnn", **cls.lm_arguments(config, lm_vocab, run_dir))
+                   ntm_weighting=m.option("ntm_weighting"), name="topic_rnn", **cls.lm_arguments(config, lm_vocab, run_dir))
 
     def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
         """Gamma, gamma_0, v, c and B (:class:`TopicRNNOutput`). Its v and c are the full
         softmax of ``--decoder softmax``, the one decoder the registry allows this model."""
         return TopicRNNOutput(self.vocab_size, self.num_topics, name="softmax")
+
+    @property
+    def context_options(self) -> dict[str, str]:
+        """``weighting`` of ``context_weight`` (each example's KL term): ``sentence`` or
+        ``document``."""
+        return {"weighting": self.ntm_weighting}
 
     # ------------------------------------------------------------- theta
     def _posterior(self, batch, training=False, sample=None) -> dict[str, tf.Tensor]:
@@ -113,12 +123,14 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
                               sample=sample)
 
     def context(self, batch, training=False) -> Context:
-        """theta [B, K] (a sample while training, the posterior mean otherwise), with the
-        summed KL(q(theta|d) || N(0, I)) as ``aux_loss`` and metric ``topic_rnn_kl``."""
+        """theta [B, K] (a sample while training, the posterior mean otherwise), with
+        KL(q(theta|d) || N(0, I)) summed with the examples' ``context_weight`` as ``aux_loss``
+        (a sentence cut into several sequences counts its KL once) and, unweighted, as
+        metric ``topic_rnn_kl``."""
         posterior = self._posterior(batch, training)
-        kl = tf.reduce_sum(posterior["kl"])
+        kl = tf.reduce_sum(batch["context_weight"] * posterior["kl"])
         return Context({"theta": posterior["theta"]}, aux_loss=kl,
-                       aux_metrics={"topic_rnn_kl": kl})
+                       aux_metrics={"topic_rnn_kl": tf.reduce_sum(posterior["kl"])})
 
     # ----------------------------------------------------- probabilities
     def _logits(self, hidden, context) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

@@ -1,0 +1,221 @@
+"""The tables and the learning-curve plot of ``python -m evaluate.compare``.
+
+A comparison trains one run per (row, topic count, seed, learning rate): :class:`RunKey`.
+:func:`aggregate` turns their ``metrics.json`` into one entry per (row, topic count): the
+learning rate with the best mean validation perplexity (when several were searched), then the
+mean and standard deviation over seeds. :func:`table` writes them as Markdown with the
+ratios to the sentence-level LSTM (row ``lstm``) and the document-level LSTM
+(``lstm-document``); :func:`coherence_table` is the TCNLM paper's Table 4 shape (NPMI by topic
+count); :func:`curves_png` plots validation perplexity against training tokens for every run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import statistics
+from typing import Any
+
+SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKey:
+    """One training run of a comparison: the row, its topic count (None: the row has no
+    ``--num-topics`` or pins its own), seed and learning rate (None: train.run's)."""
+
+    row: str
+    topics: int | None
+    seed: int
+    learning_rate: float | None
+
+    def name(self, topic_counts: int, seeds: int, learning_rates: int) -> str:
+        """The run directory name: the row, then ``-T<T>``, ``-seed<S>``, ``-lr<LR>`` where
+        the comparison has more than one of each (a single-valued comparison keeps the
+        plain row names of earlier versions)."""
+        name = self.row
+        if self.topics is not None and topic_counts > 1:
+            name += f"-T{self.topics}"
+        if seeds > 1:
+            name += f"-seed{self.seed}"
+        if self.learning_rate is not None and learning_rates > 1:
+            name += f"-lr{self.learning_rate:g}"
+        return name
+
+
+def training_tokens(metrics: dict) -> list[float]:
+    """Cumulative training tokens at the end of each epoch of a run."""
+    per_epoch = metrics.get("train_tokens_per_epoch")
+    total, points = 0.0, []
+    for epoch in metrics["epochs"]:
+        total += per_epoch if per_epoch else epoch["tokens_per_sec"] * epoch["seconds"]
+        points.append(total)
+    return points
+
+
+def tokens_per_second(metrics: dict) -> float:
+    """Training tokens/s over the run's epochs (their tokens over their seconds)."""
+    seconds = sum(e["seconds"] for e in metrics["epochs"])
+    tokens = sum(e["tokens_per_sec"] * e["seconds"] for e in metrics["epochs"])
+    return tokens / seconds if seconds else float("nan")
+
+
+def stop_reason(metrics: dict, fixed_epochs: int | None) -> str:
+    """How the run's training ended, for the table."""
+    if fixed_epochs is not None:
+        return f"fixed budget ({fixed_epochs} epochs)"
+    return {"early_stopping": "patience", "epochs": "epoch cap"}.get(metrics.get("stopped"),
+                                                                     str(metrics.get("stopped")))
+
+
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, dict]:
+    """One entry per (row, topics), in the order of ``runs``: the runs of the chosen
+    learning rate (best mean validation perplexity over seeds) and their statistics."""
+    groups: dict[tuple, dict[float | None, list[tuple[RunKey, dict]]]] = {}
+    for key, metrics in runs.items():
+        groups.setdefault((key.row, key.topics), {}).setdefault(
+            key.learning_rate, []).append((key, metrics))
+    entries = {}
+    for (row, topics), by_rate in groups.items():
+        rate = min(by_rate, key=lambda r: statistics.fmean(
+            m["best_valid_perplexity"] for _, m in by_rate[r]))
+        chosen = by_rate[rate]
+        metrics = [m for _, m in chosen]
+        test = _mean_std([m["test_perplexity"] for m in metrics])
+        coherence = [m["coherence"]["mean"] for m in metrics if "coherence" in m]
+        entries[(row, topics)] = {
+            "row": row, "topics": topics, "learning_rate": rate,
+            "searched": sorted(r for r in by_rate if r is not None),
+            "seeds": [k.seed for k, _ in chosen], "size": metrics[0]["size"],
+            "parameters": metrics[0]["parameters"],
+            "epochs": [len(m["epochs"]) for m in metrics],
+            "stopped": [stop_reason(m, fixed.get(row)) for m in metrics],
+            "tokens_per_sec": statistics.fmean(tokens_per_second(m) for m in metrics),
+            "valid": _mean_std([m["best_valid_perplexity"] for m in metrics]),
+            "test": test,
+            "npmi": _mean_std(coherence) if coherence else None,
+        }
+    return entries
+
+
+def _number(value: tuple[float, float | None], digits: int = 2) -> str:
+    mean, std = value
+    return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _counted(labels: list) -> str:
+    """'patience' / 'patience ×2, epoch cap ×1' for the seeds of a row."""
+    counts: dict[str, int] = {}
+    for label in map(str, labels):
+        counts[label] = counts.get(label, 0) + 1
+    if len(labels) == 1:
+        return str(labels[0])
+    return ", ".join(f"{label} ×{n}" for label, n in counts.items())
+
+
+def _reference(entries: dict[tuple, dict], row: str) -> float | None:
+    matches = [e["test"][0] for (r, _), e in entries.items() if r == row]
+    return matches[0] if matches else None
+
+
+def table(entries: dict[tuple, dict], baselines: dict[str, float | None]) -> str:
+    """The comparison as a Markdown table (test perplexity mean ± standard deviation over
+    seeds where there are several), with the ratios to the sentence-level and the
+    document-level LSTM and the oracle/unigram baselines."""
+    sentence, document = _reference(entries, SENTENCE_LSTM), _reference(entries, DOCUMENT_LSTM)
+    ratio = lambda value, ref: f"{value / ref:.3f}" if ref else "-"   # noqa: E731
+    lines = ["| model | size | parameters | learning rate | epochs | stopped | train tokens/s | "
+             "best valid ppl | test ppl | / sentence LSTM | / document LSTM | "
+             "NPMI (mean of top 5/10/15/20) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for e in entries.values():
+        rate = "default" if e["learning_rate"] is None else f"{e['learning_rate']:g}"
+        if len(e["searched"]) > 1:
+            rate += f" (best of {', '.join(f'{r:g}' for r in e['searched'])})"
+        npmi = _number(e["npmi"], 4) if e["npmi"] else "-"
+        lines.append(
+            f"| {e['row']} | {e['size']} | {e['parameters']:,} | {rate} | "
+            f"{'/'.join(map(str, e['epochs']))} | {_counted(e['stopped'])} | "
+            f"{e['tokens_per_sec']:,.0f} | {_number(e['valid'])} | {_number(e['test'])} | "
+            f"{ratio(e['test'][0], sentence)} | {ratio(e['test'][0], document)} | {npmi} |")
+    names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
+    for key, label in names.items():
+        value = baselines.get(key)
+        if value is not None:
+            lines.append(f"| {label} | - | - | - | - | - | - | - | {value:.2f} | "
+                         f"{ratio(value, sentence)} | {ratio(value, document)} | - |")
+    seeds = max(len(e["seeds"]) for e in entries.values())
+    if seeds > 1:
+        lines.append(f"\n± is the standard deviation over {seeds} seeds; epochs and "
+                     "stopping are listed per seed.")
+    return "\n".join(lines) + "\n"
+
+
+def coherence_table(entries: dict[tuple, dict]) -> str | None:
+    """NPMI by topic count (the TCNLM paper's Table 4 shape), or None with fewer than two
+    topic counts."""
+    counts = sorted({t for (_, t), e in entries.items() if t is not None and e["npmi"]})
+    if len(counts) < 2:
+        return None
+    rows = list(dict.fromkeys(r for (r, t), e in entries.items() if t is not None))
+    lines = ["| model | " + " | ".join(f"T = {t}" for t in counts) + " |",
+             "| --- |" + " --- |" * len(counts)]
+    for row in rows:
+        cells = [_number(entries[(row, t)]["npmi"], 4)
+                 if (row, t) in entries and entries[(row, t)]["npmi"] else "-" for t in counts]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def curves(runs: dict[str, dict]) -> dict[str, list[tuple[float, float]]]:
+    """Run name -> [(cumulative training tokens, validation perplexity)] per epoch."""
+    return {name: list(zip(training_tokens(m), (e["valid_perplexity"] for e in m["epochs"])))
+            for name, m in runs.items()}
+
+
+def curves_png(points: dict[str, list[tuple[float, float]]], title: str) -> bytes:
+    """PNG bytes: validation perplexity (log scale) against training tokens, one line per run."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name, series in points.items():
+        finite = [(x, y) for x, y in series if math.isfinite(y)]
+        if finite:
+            ax.plot(*zip(*finite), marker="o", markersize=3, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("training tokens")
+    ax.set_ylabel("validation perplexity")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def write_tensorboard(directory: Any, points: dict[str, list[tuple[float, float]]],
+                      png: bytes) -> None:
+    """``<directory>/<run>/``: scalar ``compare/valid_perplexity`` at step = training tokens,
+    one TensorBoard run per comparison run (so they overlay), and the PNG as image
+    ``compare/valid_curves`` under ``<directory>/plot``."""
+    import tensorflow as tf
+
+    for name, series in points.items():
+        writer = tf.summary.create_file_writer(str(directory / name))
+        with writer.as_default():
+            for tokens, perplexity in series:
+                tf.summary.scalar("compare/valid_perplexity", perplexity, step=int(tokens))
+        writer.close()
+    writer = tf.summary.create_file_writer(str(directory / "plot"))
+    with writer.as_default():
+        tf.summary.image("compare/valid_curves", tf.image.decode_png(png, channels=4)[None],
+                         step=0)
+    writer.close()

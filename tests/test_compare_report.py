@@ -1,0 +1,74 @@
+"""The comparison's tables from hand-made ``metrics.json`` contents: the learning rate kept
+per row, mean ± standard deviation over seeds, both LSTM ratios, the NPMI-by-T table and the
+training-token axis of the curves."""
+import numpy as np
+import pytest
+
+from evaluate.compare_report import (RunKey, aggregate, coherence_table, curves, table,
+                                     training_tokens)
+
+
+def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping"):
+    m = {"epochs": [{"valid_perplexity": valid + 10 * (epochs - k), "seconds": 10.0,
+                     "tokens_per_sec": 100.0} for k in range(epochs)],
+         "best_valid_perplexity": valid, "test_perplexity": test, "stopped": stopped,
+         "parameters": 1000, "size": "1x8", "train_tokens_per_epoch": 900,
+         "baselines": {"unigram": 500.0, "oracle": None}}
+    if npmi is not None:
+        m["coherence"] = {"mean": npmi}
+    return m
+
+
+RUNS = {
+    RunKey("lstm", None, 0, 1e-3): metrics(120, 121),
+    RunKey("lstm", None, 1, 1e-3): metrics(122, 125),
+    RunKey("lstm", None, 0, 2e-3): metrics(110, 111),      # the better rate on validation
+    RunKey("lstm", None, 1, 2e-3): metrics(112, 117, stopped="epochs"),
+    RunKey("lstm-document", None, 0, 1e-3): metrics(100, 100),
+    RunKey("lstm-document", None, 1, 1e-3): metrics(100, 100),
+    RunKey("tcnlm", 50, 0, 1e-3): metrics(90, 90, npmi=0.1),
+    RunKey("tcnlm", 50, 1, 1e-3): metrics(92, 94, npmi=0.2),
+    RunKey("tcnlm", 100, 0, 1e-3): metrics(95, 96, npmi=0.05),
+    RunKey("tcnlm", 100, 1, 1e-3): metrics(95, 96, npmi=0.07),
+}
+
+
+def test_aggregate_keeps_the_best_rate_and_averages_the_seeds():
+    entries = aggregate(RUNS, fixed={})
+    assert list(entries) == [("lstm", None), ("lstm-document", None), ("tcnlm", 50),
+                             ("tcnlm", 100)]
+    lstm = entries[("lstm", None)]
+    assert lstm["learning_rate"] == 2e-3 and lstm["searched"] == [1e-3, 2e-3]
+    np.testing.assert_allclose(lstm["test"], [114.0, np.std([111, 117], ddof=1)])
+    assert lstm["stopped"] == ["patience", "epoch cap"]
+    np.testing.assert_allclose(entries[("tcnlm", 50)]["npmi"], [0.15, np.std([.1, .2], ddof=1)])
+    assert aggregate(RUNS, fixed={"tcnlm": 3})[("tcnlm", 50)]["stopped"] == [
+        "fixed budget (3 epochs)"] * 2
+
+
+def test_table_has_both_lstm_ratios_and_the_baselines():
+    text = table(aggregate(RUNS, fixed={}), {"unigram": 500.0, "oracle": None})
+    tcnlm = next(line for line in text.splitlines() if line.startswith("| tcnlm |"))
+    assert f"| {92 / 114:.3f} | {92 / 100:.3f} |" in tcnlm and "92.00 ± 2.83" in tcnlm
+    lstm = next(line for line in text.splitlines() if line.startswith("| lstm |"))
+    assert "0.002 (best of 0.001, 0.002)" in lstm and "patience ×1, epoch cap ×1" in lstm
+    assert f"| 500.00 | {500 / 114:.3f} | {500 / 100:.3f} |" in text
+    assert "standard deviation over 2 seeds" in text
+
+
+def test_coherence_table_by_topic_count():
+    text = coherence_table(aggregate(RUNS, fixed={}))
+    lines = text.splitlines()
+    assert lines[0] == "| model | T = 50 | T = 100 |"
+    assert lines[2] == "| tcnlm | 0.1500 ± 0.0707 | 0.0600 ± 0.0141 |"
+    one_count = {k: v for k, v in RUNS.items() if k.topics != 100}
+    assert coherence_table(aggregate(one_count, fixed={})) is None
+
+
+@pytest.mark.parametrize("per_epoch,expected", [(900, [900, 1800, 2700]),
+                                                (None, [1000, 2000, 3000])])
+def test_training_tokens_from_the_split_or_from_rate_times_time(per_epoch, expected):
+    m = metrics(100, 100)
+    m["train_tokens_per_epoch"] = per_epoch   # runs of earlier versions lack it
+    assert training_tokens(m) == expected
+    assert curves({"run": m})["run"] == list(zip(expected, [130, 120, 110]))
