@@ -45,8 +45,8 @@ import sys
 import time
 from pathlib import Path
 
-from evaluate.compare_report import (RunKey, aggregate, coherence_table, curves, curves_png,
-                                     table, write_tensorboard)
+from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
+                                     curves, curves_png, table, write_tensorboard)
 from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed-budget", type=row_epochs, default={}, metavar="ROW=EPOCHS[,...]",
                    help="rows trained for a fixed number of epochs instead of until they "
                    "converge, e.g. moe=3 (marked in the table)")
+    p.add_argument("--ablations", action="store_true",
+                   help="also score every topic row's test split with another document's "
+                   "topics (shuffled) and with uniform topics, in a table beside the real "
+                   "ones: a gain that survives shuffled topics is not topical")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"),
                    help="where the comparison directory is made (default: runs)")
     p.add_argument("--name", help="comparison directory name (default: compare-<dataset>)")
@@ -230,6 +234,20 @@ def topic_evaluations(run_dir: Path) -> dict:
     return coherence.main(["--run", str(run_dir)])
 
 
+def ablation_evaluations(run_dir: Path) -> dict[str, float]:
+    """Test perplexity of a topic run with shuffled and with uniform topics
+    (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
+    path = run_dir / "ablations.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from evaluate import perplexity
+
+    result = {source: perplexity.main(["--run", str(run_dir), "--topics", source])["perplexity"]
+              for source in ("shuffled", "uniform")}
+    write_text(path, json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def size_of(run_dir: Path) -> str:
     """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
     model = json.loads((run_dir / "config.json").read_text())["model"]
@@ -338,6 +356,10 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     by_topics = coherence_table(entries)
     if by_topics:
         text += "\nNPMI (mean of top 5/10/15/20) by number of topics\n\n" + by_topics
+    ablations = ablation_table(entries)
+    if ablations:
+        text += ("\nTest perplexity of the topic rows with their own topics, another "
+                 "document's and uniform ones\n\n" + ablations)
     points = curves({names[key]: metrics for key, metrics in runs.items()})
     png = curves_png(points, f"{args.dataset}: validation perplexity")
     write_text(directory / "comparison.md", text)
@@ -381,6 +403,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         metrics["size"] = size_of(run_dir)
         if MODELS[ROWS[key.row][0]].has_topics:
             metrics["coherence"] = topic_evaluations(run_dir)
+            if args.ablations:
+                metrics["ablations"] = ablation_evaluations(run_dir)
         runs[key] = metrics
     text = report(args, directory, runs, names)
     print("\n" + text)

@@ -6,7 +6,8 @@ learning rate with the best mean validation perplexity (when several were search
 mean and standard deviation over seeds. :func:`table` writes them as Markdown with the
 ratios to the sentence-level LSTM (row ``lstm``) and the document-level LSTM
 (``lstm-document``); :func:`coherence_table` is the TCNLM paper's Table 4 shape (NPMI by topic
-count); :func:`curves_png` plots validation perplexity against training tokens for every run.
+count); :func:`ablation_table` sets each topic row's test perplexity beside the ones with
+another document's and with uniform topics; :func:`curves_png` plots validation perplexity against training tokens for every run.
 """
 from __future__ import annotations
 
@@ -87,6 +88,9 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
         metrics = [m for _, m in chosen]
         test = _mean_std([m["test_perplexity"] for m in metrics])
         coherence = [m["coherence"]["mean"] for m in metrics if "coherence" in m]
+        ablations = ({source: statistics.fmean(m["ablations"][source] for m in metrics)
+                      for source in metrics[0]["ablations"]}
+                     if all("ablations" in m for m in metrics) else None)
         entries[(row, topics)] = {
             "row": row, "topics": topics, "learning_rate": rate,
             "searched": sorted(r for r in by_rate if r is not None),
@@ -98,6 +102,7 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
             "valid": _mean_std([m["best_valid_perplexity"] for m in metrics]),
             "test": test,
             "npmi": _mean_std(coherence) if coherence else None,
+            "ablations": ablations,
         }
     return entries
 
@@ -168,6 +173,24 @@ def coherence_table(entries: dict[tuple, dict]) -> str | None:
         cells = [_number(entries[(row, t)]["npmi"], 4)
                  if (row, t) in entries and entries[(row, t)]["npmi"] else "-" for t in counts]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ablation_table(entries: dict[tuple, dict]) -> str | None:
+    """Test perplexity (mean over seeds) with the model's own topics, another document's
+    (shuffled) and uniform ones, with each ablation's ratio to the own; None without
+    ablations."""
+    rows = [e for e in entries.values() if e["ablations"]]
+    if not rows:
+        return None
+    lines = ["| model | own topics | another document's topics | uniform topics |",
+             "| --- | --- | --- | --- |"]
+    for e in rows:
+        own = e["test"][0]
+        cells = [f"{e['ablations'][s]:.2f} ({e['ablations'][s] / own:.3f}×)"
+                 for s in ("shuffled", "uniform")]
+        label = e["row"] + (f", T={e['topics']}" if e["topics"] is not None else "")
+        lines.append(f"| {label} | {own:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,10 @@ def main(argv: list[str] | None = None) -> dict:
                "The perplexity is exp(total NLL / predicted tokens), <eos> included.")
     p.add_argument("--text-file", help="file in the corpus format (default: the run's test split)")
     p.add_argument("--batch-size", type=int, default=None, help="default: the run's")
+    p.add_argument("--topics", choices=("inferred", "shuffled", "uniform"), default="inferred",
+                   help="what a topic model's LM is conditioned on: the topics it infers from "
+                   "each sentence's document context (default), or an ablation: those of "
+                   "another document of the file (shuffled) or uniform topics 1/T")
     args = p.parse_args(argv)
     from tcnlm_tf.evaluation import corpus_nll
     from tcnlm_tf.metrics import perplexity
@@ -22,11 +26,13 @@ def main(argv: list[str] | None = None) -> dict:
     run = load_run(args.run)
     path = args.text_file or split_file(run, "test")
     nll, tokens = corpus_nll(run, read_documents(path), args.batch_size,
-                             split=None if args.text_file else "test")
+                             split=None if args.text_file else "test", topics=args.topics)
     result = {"file": str(path), "perplexity": perplexity(nll, tokens),
-              "predicted_tokens": int(tokens), "nll": nll, "checkpoint": run.checkpoint}
-    print(f"{run.config.model.model} perplexity on {path}: {result['perplexity']:.2f} "
-          f"({int(tokens)} predicted tokens)")
+              "predicted_tokens": int(tokens), "nll": nll, "checkpoint": run.checkpoint,
+              "topics": args.topics}
+    print(f"{run.config.model.model} perplexity on {path}"
+          f"{'' if args.topics == 'inferred' else f' with {args.topics} topics'}: "
+          f"{result['perplexity']:.2f} ({int(tokens)} predicted tokens)")
     print(json.dumps(result))
     return result
 

@@ -16,25 +16,58 @@ import tensorflow as tf
 from tcnlm_tf import pipeline
 from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES
 from tcnlm_tf.corpus import Document
+from tcnlm_tf.errors import UserError
 from tcnlm_tf.generation import generate_ids
 from tcnlm_tf.mixtures import topic_mixture
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.runs import Run, encode_documents
 
 
+#: what the LM is conditioned on at evaluation: the topics the model infers from each
+#: sentence's context (the run's protocol), or an ablation: another document's (shuffled) or
+#: uniform topics
+TOPIC_SOURCES = ("inferred", pipeline.SHUFFLED, "uniform")
+
+
+def _check_topic_source(run: Run, topics: str) -> None:
+    if topics not in TOPIC_SOURCES:
+        raise ValueError(f"unknown topic source {topics!r}; choose one of {TOPIC_SOURCES}")
+    model = run.config.model.model
+    if topics == "uniform" and not has_topics(run.model):
+        raise UserError(f"uniform topics need a model with topics; --model {model} has none")
+    if topics == pipeline.SHUFFLED and "bow" not in run.model.context_inputs:
+        raise UserError(f"shuffled topics need a model that reads its document's bag of "
+                        f"words; --model {model} does not")
+
+
+def uniform_context(run: Run, batch: dict[str, tf.Tensor]) -> Context:
+    """The context of uniform topic proportions 1/T for every example of ``batch``."""
+    rows = tf.shape(batch["inputs"])[0]
+    topics = tf.fill([rows, run.model.num_topics], 1.0 / run.model.num_topics)
+    return run.model.topic_context(topics)
+
+
 def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = None,
-               split: str | None = None) -> tuple[float, float]:
+               split: str | None = None, topics: str = "inferred") -> tuple[float, float]:
     """Total NLL (nats) and number of predicted tokens of ``documents`` under ``run``;
-    ``split``: which split of the run's corpus they are (None: another text)."""
+    ``split``: which split of the run's corpus they are (None: another text); ``topics``:
+    one of :data:`TOPIC_SOURCES` (the ablations replace what the LM is conditioned on, not
+    how the text is scored)."""
+    _check_topic_source(run, topics)
     config = run.config
     arrays = encode_documents(run, documents)
     dataset = pipeline.make_dataset(
         arrays, config.data.seq_len, batch_size or config.train.batch_size, config.model.mode,
         run.model.context_inputs, config.data.max_bow,
         features=run.model.document_features(split, arrays),
-        context_options=run.model.context_options, protocol=config.data.context)
-    step = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
-                       reduce_retracing=True)
+        context_options=run.model.context_options,
+        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else config.data.context)
+    if topics == "uniform":
+        step = tf.function(lambda batch, state: run.model.loss_terms(
+            batch, False, state, context=uniform_context(run, batch)), reduce_retracing=True)
+    else:
+        step = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
+                           reduce_retracing=True)
     nll, tokens, state = 0.0, 0.0, None
     for batch in dataset:
         terms = step(batch, state)

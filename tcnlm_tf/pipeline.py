@@ -31,7 +31,9 @@ The context protocol (``--context``, :data:`CONTEXTS`) says what a sentence-mode
 ``bow`` holds: ``rest``, the document minus the sentence, later sentences included (both
 papers' protocol, Wang et al. 2018 §5, Lau et al. 2017 §3.2), or ``preceding``, only the
 document's sentences before it, the text a document-level LSTM has read at that point
-(Zheng, Vafa and Blei 2023's evaluation). ``preceding`` is causal in either protocol.
+(Zheng, Vafa and Blei 2023's evaluation). ``preceding`` is causal in either protocol. An
+ablation at evaluation, ``shuffled`` (:data:`SHUFFLED`), gives each example the whole of
+another document of the split instead.
 
 Sentence mode (both papers' protocol): each sentence ``w1..wn`` becomes the token string
 ``<eos> w1 .. wn <eos>``; sentences longer than L targets are cut into several sequences
@@ -58,6 +60,9 @@ import tensorflow as tf
 from tcnlm_tf.config import CONTEXTS
 from tcnlm_tf.data import SplitArrays
 from tcnlm_tf.models.registry import WEIGHTINGS
+
+#: the evaluation-only context protocol of the ablation: another document's whole text
+SHUFFLED = "shuffled"
 
 EOS_ID = 2   # tcnlm_tf.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 UNK_ID = 1
@@ -106,16 +111,28 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
     return SentenceExamples(inputs, targets, context.astype(np.int64), docs, sent_index)
 
 
-def protocol_context(examples: SentenceExamples, protocol: str) -> np.ndarray:
-    """The examples' context rows [N, 4] under the context ``protocol`` (:data:`CONTEXTS`):
-    ``rest`` as built (document minus sentence); ``preceding`` ends the kept text at the
-    sentence: (document start, sentence start, document end, document end)."""
-    if protocol not in CONTEXTS:
-        raise ValueError(f"unknown context protocol {protocol!r}; choose one of {CONTEXTS}")
+def protocol_context(split: SplitArrays, examples: SentenceExamples, protocol: str,
+                     seed: int = 0) -> np.ndarray:
+    """The examples' context rows [N, 4] under the context ``protocol`` (:data:`CONTEXTS` or
+    :data:`SHUFFLED`): ``rest`` as built (document minus sentence); ``preceding`` ends the
+    kept text at the sentence: (document start, sentence start, document end, document end);
+    ``shuffled`` is the whole of another document, the documents permuted with ``seed`` so
+    that none keeps its own (when there are two or more)."""
+    if protocol not in CONTEXTS + (SHUFFLED,):
+        raise ValueError(f"unknown context protocol {protocol!r}; choose one of "
+                         f"{CONTEXTS + (SHUFFLED,)}")
     context = examples.context
     if protocol == "preceding":
         context = context.copy()
         context[:, 2] = context[:, 3]
+    elif protocol == SHUFFLED:
+        order = np.random.default_rng(seed).permutation(split.num_documents)
+        other = np.empty_like(order)
+        other[order] = np.roll(order, 1)          # a single cycle: no document keeps its own
+        documents = other[examples.documents]
+        topic = split.topic_offsets
+        start, end = topic[split.doc_offsets[documents]], topic[split.doc_offsets[documents + 1]]
+        context = np.stack([start, start, start, end], axis=1).astype(np.int64)
     return context
 
 
@@ -321,7 +338,7 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
     inputs = tf.constant(examples.inputs)
     targets = tf.constant(examples.targets)
-    context = tf.constant(protocol_context(examples, protocol))
+    context = tf.constant(protocol_context(split, examples, protocol))
     weights = tf.constant(context_weights(examples, options.get("weighting", WEIGHTINGS[0])))
     documents = tf.constant(examples.documents)
     sentences = tf.constant(np.stack([split.doc_offsets[examples.documents],

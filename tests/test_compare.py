@@ -53,6 +53,20 @@ def test_rerun_reuses_finished_runs(comparison, capfd):
     assert again["lstm"]["test_perplexity"] == results["lstm"]["test_perplexity"]
 
 
+def test_ablations_score_the_topic_rows_again_without_training(comparison, capfd):
+    root, _ = comparison
+    results = compare(tiny_args(root, "--jobs", "2", "--ablations"))
+    assert "training in" not in capfd.readouterr().out
+    directory = root / "runs" / "cmp"
+    saved = json.loads((directory / "tcnlm" / "ablations.json").read_text())
+    assert results["tcnlm"]["ablations"] == saved and "ablations" not in results["lstm"]
+    own = results["tcnlm"]["test_perplexity"]
+    row = (f"| tcnlm, T=4 | {own:.2f} | {saved['shuffled']:.2f} "
+           f"({saved['shuffled'] / own:.3f}×) | {saved['uniform']:.2f} "
+           f"({saved['uniform'] / own:.3f}×) |")
+    assert row in (directory / "comparison.md").read_text()
+
+
 def test_changed_settings_are_refused(comparison):
     root, _ = comparison
     with pytest.raises(SystemExit) as exit_info:

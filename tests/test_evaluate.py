@@ -67,6 +67,19 @@ def test_perplexity_on_own_test_split_and_on_any_file(tcnlm_run, tmp_path):
     assert source["model"]["model"] == tcnlm_run[3]
 
 
+def test_ablated_topics_are_scored_differently(tcnlm_run):
+    """evaluate.perplexity --topics shuffled|uniform conditions the LM on another document's
+    or on uniform topics: the same tokens, another perplexity."""
+    from evaluate.perplexity import main
+
+    own = main(run_args(tcnlm_run))
+    for source in ("shuffled", "uniform"):
+        ablated = main(run_args(tcnlm_run, "--topics", source))
+        assert ablated["predicted_tokens"] == own["predicted_tokens"]
+        assert np.isfinite(ablated["perplexity"]) and ablated["topics"] == source
+        assert ablated["perplexity"] != pytest.approx(own["perplexity"], rel=1e-4), source
+
+
 def test_topics_written_and_in_tensorboard(tcnlm_run):
     from evaluate.topics import main
     topics = main(run_args(tcnlm_run, "--top-n", "6"))

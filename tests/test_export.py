@@ -51,6 +51,8 @@ def calls_for(run, documents):
         ("serving_default", {"sentences": (sentences, "string")}),
         ("next_words", {"context": ([s.rsplit(" ", 1)[0] for s in sentences], "string"),
                         "documents": (docs, "string"), "k": (5, "int32")}),
+        ("next_words", {"context": ([s.rsplit(" ", 1)[0] for s in sentences], "string"),
+                        "documents": (docs, "string"), "k": (10 ** 6, "int32")}),   # all
     ]
     temperature = [(0.8, "float32"), (0.0, "float32")]
     if not has_topics(run.model):
@@ -98,7 +100,8 @@ def test_no_python_ops_in_the_graphs(exports):
 
 def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
     """Every signature of every model type, loaded by TensorFlow alone in a process that
-    cannot import the project, gives the in-memory model's outputs (<= 1e-5)."""
+    cannot import the project, gives the in-memory model's outputs (<= 1e-5), and
+    next_words over the whole vocabulary sums to 1."""
     _, out = exports
     spec, expected = {}, {}
     for name, (run_dir, path) in out.items():
@@ -123,10 +126,14 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
             np.testing.assert_array_equal(got.astype(str), want.astype(str), err_msg=key)
         else:
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=key)
+    for name in spec:
+        every = loaded[f"{name}/3/next_words/probabilities"]
+        assert every.shape[1] == len(load_run(out[name][0]).lm_vocab) - 1   # all but <pad>
+        np.testing.assert_allclose(every.sum(-1), 1.0, atol=1e-4, err_msg=name)
     # the signatures did distinguish their inputs
     assert loaded["tcnlm/0/score/token_log_probs"].shape[0] == 8
-    assert not np.allclose(loaded["tcnlm/3/infer_topics/topics"][0],
-                           loaded["tcnlm/3/infer_topics/topics"][1])
+    assert not np.allclose(loaded["tcnlm/4/infer_topics/topics"][0],
+                           loaded["tcnlm/4/infer_topics/topics"][1])
 
 
 @pytest.mark.parametrize("name", list(EXPORT_MODELS))

@@ -152,15 +152,18 @@ class LanguageModel(keras.Model):
         return [scales.get(id(v), 1.0) for v in variables]
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
-             state: Any = None) -> ModelOutput:
+             state: Any = None, context: "Context | None" = None) -> ModelOutput:
+        """The outputs for ``batch``; ``context``: the :class:`Context` to condition on
+        instead of the one :meth:`context` derives from the batch (an ablation, e.g. a topic
+        model at uniform topics)."""
         raise NotImplementedError
 
     def loss_terms(self, batch: dict[str, tf.Tensor], training: bool = False,
-                   state: Any = None) -> dict[str, Any]:
+                   state: Any = None, context: "Context | None" = None) -> dict[str, Any]:
         """Summed quantities for one (per-replica) batch: ``nll_sum`` (total NLL of the real
         targets), ``tokens`` (their count), ``examples`` (rows), ``aux_loss``,
-        ``aux_metrics`` and the new ``state``."""
-        out = self(batch, training=training, state=state)
+        ``aux_metrics`` and the new ``state``; ``context`` as in :meth:`call`."""
+        out = self(batch, training=training, state=state, context=context)
         weights = batch["weights"]
         # where, not a product: a padded position may carry log p = -inf.
         nll = tf.where(weights > 0, -out.target_log_probs * weights, 0.0)

@@ -154,8 +154,9 @@ class RecurrentLanguageModel(LanguageModel):
         return self.softmax.target_log_prob(hidden, targets)
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
-             state: Any = None) -> ModelOutput:
-        context = self.context(batch, training=training)
+             state: Any = None, context: Context | None = None) -> ModelOutput:
+        if context is None:
+            context = self.context(batch, training=training)
         hidden, new_state = self.encode(batch["inputs"], context, training=training,
                                         state=state, reset=batch.get("reset"))
         return ModelOutput(self.target_log_prob(hidden, batch["targets"], context),

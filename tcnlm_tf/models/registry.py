@@ -87,7 +87,16 @@ NTM_WEIGHTING = Option("ntm_weighting", str, WEIGHTINGS[0],
                        "cut into several sequences counts once) or document (once per "
                        "document per epoch)", lambda v: v in WEIGHTINGS,
                        f"must be one of {', '.join(WEIGHTINGS)}", metavar="|".join(WEIGHTINGS))
-NTM_OPTIONS = (NUM_TOPICS, NTM_HIDDEN, DIVERSITY, TOPIC_WORD_SCALE, NTM_WEIGHTING)
+#: what conditions a topic-guided LM: the inferred t, or a constant uniform t (an ablation
+#: that keeps the architecture without the topic information)
+TOPIC_INPUTS = ("inferred", "uniform")
+TOPIC_INPUT = Option("topic_input", str, TOPIC_INPUTS[0],
+                     "what t the LM reads: inferred (the topic model's, the paper) or uniform "
+                     "(1/T everywhere, in training and evaluation: the architecture without "
+                     "topic information; the topic model still trains)",
+                     lambda v: v in TOPIC_INPUTS, f"must be one of {', '.join(TOPIC_INPUTS)}",
+                     metavar="|".join(TOPIC_INPUTS))
+NTM_OPTIONS = (NUM_TOPICS, NTM_HIDDEN, DIVERSITY, TOPIC_WORD_SCALE, NTM_WEIGHTING, TOPIC_INPUT)
 NTM_TEST_FLAGS = ("--num-topics", "4", "--ntm-hidden", "16,16")
 
 
@@ -144,7 +153,8 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
             Option("topic_kernel_scale", float, 10.0,
                    "W_b and U_b are this times their weights, so Adam moves them this many "
                    "times faster (1 = plain)", _positive, "must be positive")),
-        has_topics=True, test_flags=NTM_TEST_FLAGS + ("--num-factors", "8")),
+        has_topics=True, test_flags=NTM_TEST_FLAGS + ("--num-factors", "8"),
+        compare_rows={"tcnlm": (), "tcnlm-constant-t": ("--topic-input", "uniform")}),
     ModelSpec(
         "moe", "tcnlm_tf.models.topic_guided:NaiveMoE",
         "naive mixture of LSTM experts mixed by the topic model (Wang et al. 2018, eq. 7-8)",

@@ -20,6 +20,10 @@ sentence), so a sentence cut into three sequences still counts its term once. Wi
 ``--ntm-weighting document`` the weight is 1 / (the sequences of its document) instead: each
 document's term counts once per epoch.
 
+``--topic-input uniform`` (an ablation) conditions the LM on the constant t = 1/T in training
+and evaluation while the topic model trains as usual: the architecture without the topic
+information.
+
 * :class:`TCNLM` runs topic-compositional LSTM layers (eq. 13-15): every gate's weights are
   W_a diag(W_b t) W_c, so t mixes T experts that share structure (eq. 11-12).
 * :class:`NaiveMoE` runs T separate LSTM experts and mixes their output distributions with
@@ -52,14 +56,16 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
                    diversity_weight=m.option("diversity_weight"),
                    topic_word_scale=m.option("topic_word_scale"),
                    ntm_weighting=m.option("ntm_weighting"),
-                   name=m.model, **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
+                   topic_input=m.option("topic_input"), name=m.model, **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,
-                 topic_word_scale: float = 30.0, ntm_weighting: str = "sentence", **kwargs):
+                 topic_word_scale: float = 30.0, ntm_weighting: str = "sentence",
+                 topic_input: str = "inferred", **kwargs):
         self.num_topics = num_topics  # before super().__init__, which calls make_layer
         super().__init__(vocab_size, **kwargs)
         self.ntm_weighting = ntm_weighting
+        self.topic_input = topic_input
         self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
         self.ntm = NeuralTopicModel(topic_vocab_size, num_topics, hidden_units=ntm_hidden_units,
                                     diversity_weight=diversity_weight,
@@ -98,7 +104,10 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
         metrics = {"ntm_reconstruction": tf.reduce_sum(ntm["reconstruction"]),
                    "ntm_kl": tf.reduce_sum(ntm["kl"]),
                    "ntm_diversity": diversity * examples}
-        return Context({"topics": ntm["topics"]}, aux_loss=aux_loss, aux_metrics=metrics)
+        topics = ntm["topics"]
+        if self.topic_input == "uniform":
+            topics = tf.fill(tf.shape(topics), 1.0 / self.num_topics)
+        return Context({"topics": topics}, aux_loss=aux_loss, aux_metrics=metrics)
 
 
 class TCNLM(TopicGuidedLanguageModel):

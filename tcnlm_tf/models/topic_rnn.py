@@ -176,12 +176,14 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
         """log p(target | h, theta) [...]: the marginal over l, as :meth:`log_probs`."""
         return self._target_terms(hidden, targets, context)["marginal"]
 
-    def call(self, batch, training=False, state=None) -> ModelOutput:
+    def call(self, batch, training=False, state=None, context=None) -> ModelOutput:
         """``target_log_probs``: the marginal log p(y_t | h_t, theta) [B, L]; ``aux_loss``:
         the summed KL plus sum_t w_t (log p(y_t) - log p(y_t, l(y_t))) over real targets
         (see the module docstring), so the loss is the negative ELBO; ``aux_metrics``:
-        ``topic_rnn_kl`` and ``stop_word_nll``, -sum_t w_t log p(l(y_t) | h_t)."""
-        context = self.context(batch, training=training)
+        ``topic_rnn_kl`` and ``stop_word_nll``, -sum_t w_t log p(l(y_t) | h_t);
+        ``context``: a given theta instead of the batch's (:meth:`LanguageModel.call`)."""
+        if context is None:
+            context = self.context(batch, training=training)
         hidden, new_state = self.encode(batch["inputs"], context, training=training,
                                         state=state, reset=batch.get("reset"))
         terms = self._target_terms(hidden, batch["targets"], context)
