@@ -96,3 +96,19 @@ def test_clipping_under_scale_equals_clipping_of_the_unscaled_model():
     # the clip of the stored gradients (tf.clip_by_global_norm) would be another one
     stored_norm = float(tf.linalg.global_norm([tf.convert_to_tensor(g) for g in g_scaled]))
     assert stored_norm > 2 * float(n_plain)
+
+
+def test_gradients_command_reports_both_norms(tmp_path, capsys):
+    """evaluate.gradients: the stored topic-word weights dominate the stored norm; the norm
+    of the weights the model uses is the smaller one, and is what the clip sees."""
+    from evaluate.gradients import main as gradients
+    from tests.test_evaluate import TINY
+
+    result = gradients(TINY + ["--model", "tcnlm", "--num-topics", "4", "--num-factors", "8",
+                               "--ntm-hidden", "16,16", "--cache-dir", str(tmp_path)])
+    assert result["stored"]["norm"] > result["used"]["norm"] > 0
+    assert result["stored"]["shares"][0][0].endswith("topic_word_weights")
+    assert "global norm" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        gradients(["--resume"])
+    assert "drop --resume" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""``python -m evaluate.gradients [train.run flags]``: the global norm of a fresh model's first
+training gradient, over the stored weights and over the weights the model uses (a scaled
+weight's gradient divided by its scale, what the clip sees), with the weights that make up
+most of each: how ``--topic-word-scale`` and ``--topic-kernel-scale`` inflate the stored
+gradients. The model is measured before its one-off preparation (LDA+LSTM's LDA is not
+fitted, TDLM's embeddings are not loaded)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+
+
+def norm_shares(grads: list, names: list[str], top: int) -> tuple[float, list[tuple[str, float]]]:
+    """(global norm, the ``top`` weights by share of its square) of ``grads``."""
+    squares = [float((g * g).numpy().sum()) for g in grads]
+    total = sum(squares)
+    ranked = sorted(zip(names, squares), key=lambda item: -item[1])[:top]
+    return total ** 0.5, [(name, square / total if total else 0.0) for name, square in ranked]
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict:
+    from train.run import build_parser, config_from_args
+
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    own.add_argument("--top", type=int, default=3, help="weights listed per norm (3)")
+    known, rest = own.parse_known_args(argv)
+    if known.top < 1:
+        raise UserError("--top must be >= 1")
+    parser = build_parser()
+    parser.prog = "python -m evaluate.gradients"
+    parser.description = __doc__.split(": ", 1)[1]
+    args = parser.parse_args(rest)
+    if args.resume:
+        raise UserError("evaluate.gradients measures a fresh model; drop --resume")
+    import tensorflow as tf
+
+    from tcnlm_tf import pipeline
+    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.models import build_model
+
+    config = config_from_args(args)
+    config.validate()
+    tf.keras.utils.set_random_seed(config.train.seed)
+    corpus = load_corpus(config.data, cache_dir=args.cache_dir)
+    model = build_model(config, corpus.lm_vocab, corpus.topic_vocab)
+    data, train = config.data, config.train
+    dataset = pipeline.make_dataset(corpus.splits["train"], data.seq_len, train.batch_size,
+                                    config.model.mode, model.context_inputs, data.max_bow,
+                                    shuffle_seed=train.seed * 1000,
+                                    features=model.document_features("train",
+                                                                     corpus.splits["train"]),
+                                    context_options=model.context_options,
+                                    protocol=data.context)
+    batch = next(iter(dataset))
+    model(batch, training=False)
+    variables = model.trainable_variables
+    with tf.GradientTape() as tape:
+        terms = model.loss_terms(batch, training=True)
+        loss = (terms["nll_sum"] + terms["aux_loss"]) / terms["tokens"]
+    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+             for g, v in zip(tape.gradient(loss, variables), variables)]
+    scales = model.weight_scales(variables)
+    names = [v.path for v in variables]
+    result = {}
+    for label, values in (("stored", grads), ("used", [g / s for g, s in zip(grads, scales)])):
+        norm, shares = norm_shares(values, names, known.top)
+        result[label] = {"norm": norm, "shares": shares}
+        print(f"{label} weights: global norm {norm:.4f}; "
+              + ", ".join(f"{name} {share:.1%}" for name, share in shares))
+    return result
+
+
+if __name__ == "__main__":
+    main()
