@@ -7,7 +7,8 @@ mean and standard deviation over seeds. :func:`table` writes them as Markdown wi
 ratios to the sentence-level LSTM (row ``lstm``) and the document-level LSTM
 (``lstm-document``); :func:`coherence_table` is the TCNLM paper's Table 4 shape (NPMI by topic
 count); :func:`ablation_table` sets each topic row's test perplexity beside the ones with
-another document's and with uniform topics; :func:`curves_png` plots validation perplexity against training tokens for every run.
+another document's and with uniform topics; :func:`curves_png` plots validation perplexity
+against training tokens for every run.
 """
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ class DataConfig:
     topic_top_fraction: float = 0.001   # topic vocabulary: drop the most frequent 0.1 % types
     stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
     max_bow: int = 300              # words of document context per sentence
-    context: str = "rest"           # a sentence's document context: one of pipeline.CONTEXTS
+    context: str = "rest"           # a sentence's document context: one of CONTEXTS
     seq_len: int = 30               # LM sequence length
     max_doc_tokens: int = 100_000   # longer documents are skipped (and counted)
     synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)  # SyntheticConfig fields

@@ -17,7 +17,9 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
 ``next_words``
     ``context`` string [B] (the sentence so far), ``documents`` string [B], ``k`` int32 []
     -> ``words`` string [B, k] and ``probabilities`` float32 [B, k], most probable first
-    (k >= 1, else an ``InvalidArgument`` error; a k beyond the vocabulary gives every word).
+    (k >= 1, else an ``InvalidArgument`` error; a k beyond the vocabulary gives every word
+    but ``<pad>``, whose probabilities then sum to 1 - P(<pad>), about 1e-6 short of 1 for a
+    trained model).
 ``infer_topics`` (topic models)
     ``documents`` string [B] -> ``topics`` float32 [B, T] (the model's topic proportions:
     TCNLM's posterior-mean t, TDLM's attention p, LDA+LSTM's q, Topic-RNN's softmax of the
@@ -39,9 +41,10 @@ How the context enters follows the run's training: models with document-context 
 read ``documents`` through the same builder as training
 (:func:`tcnlm_tf.pipeline.context_fields`) and the model's own ``context``: the topic
 models the first ``max_bow`` topic-vocabulary words of the document (in training, the
-document minus the sentence, or with ``--context preceding`` the text before it), a model that reads ``preceding`` (the LCLM) the topic words
-of the document's last N sentences, so its ``documents`` input is the text *before* the
-sentence (in training, the N sentences before it); a document-mode LSTM reads them as
+document minus the sentence, or with ``--context preceding`` the text before it), a model
+that reads ``preceding`` (the LCLM) the topic words of the document's last N sentences, so
+its ``documents`` input is the text *before* the sentence (in training, the N sentences
+before it); a document-mode LSTM reads them as
 the text before the sentence (``<eos>`` after each of its sentences) and carries its state
 into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentence longer than
 the training sequence length is scored in windows of that length, each from a zero state,
@@ -305,14 +308,23 @@ class ServingModule(tf.Module):
                                                            tf.float32)),
         }
 
-    def _next_words(self, context: tf.Tensor, documents: tf.Tensor, k: tf.Tensor
-                    ) -> dict[str, tf.Tensor]:
+    def next_word_log_probs(self, context: tf.Tensor, documents: tf.Tensor) -> tf.Tensor:
+        """log P(next word | ``context``, ``documents``) over the whole LM vocabulary,
+        ``<pad>`` included: [B, V], each row summing to 1 in probability."""
         stream, _ = self._streams(context, documents, end=False)
         inputs = stream.to_tensor(default_value=PAD_ID)
         topic_context = self._context(documents)
         hidden = self._hidden(inputs, topic_context)
         last = tf.cast(stream.row_lengths(), tf.int32) - 1
-        log_p = self.model.log_probs(tf.gather(hidden, last, batch_dims=1), topic_context)
+        return self.model.log_probs(tf.gather(hidden, last, batch_dims=1), topic_context)
+
+    def _next_words(self, context: tf.Tensor, documents: tf.Tensor, k: tf.Tensor
+                    ) -> dict[str, tf.Tensor]:
+        """The k most probable next words and their probabilities under the model;
+        ``<pad>`` is never returned, so with k at the vocabulary size the probabilities sum
+        to 1 - P(<pad>) (about 1e-6 for a trained model, which never sees <pad> as a
+        target)."""
+        log_p = self.next_word_log_probs(context, documents)
         log_p = tf.where(tf.range(self.vocab_size) == PAD_ID, -float("inf"), log_p)
         tf.debugging.assert_positive(k, message="next_words: k must be >= 1")
         k = tf.minimum(k, self.vocab_size - 1)

@@ -19,6 +19,7 @@ from tcnlm_tf.serving import ServingModule
 from evaluate.common import read_documents, split_file
 from evaluate.score import main as score_main
 from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.pipeline import PAD_ID
 from train.export import main as export_main
 
 PY_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
@@ -126,10 +127,17 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
             np.testing.assert_array_equal(got.astype(str), want.astype(str), err_msg=key)
         else:
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=key)
-    for name in spec:
+    for name, (run_dir, _) in out.items():
+        # next_words over every word but <pad>, in the clean process, is the model's whole
+        # distribution (which sums to 1) without its <pad> probability
         every = loaded[f"{name}/3/next_words/probabilities"]
-        assert every.shape[1] == len(load_run(out[name][0]).lm_vocab) - 1   # all but <pad>
-        np.testing.assert_allclose(every.sum(-1), 1.0, atol=1e-4, err_msg=name)
+        assert every.shape[1] == len(load_run(run_dir).lm_vocab) - 1
+        call = spec[name]["calls"][3][1]
+        inputs = {k: tf.constant(v, tf.as_dtype(d)) for k, (v, d) in call.items() if k != "k"}
+        whole = np.exp(ServingModule(load_run(run_dir)).next_word_log_probs(**inputs).numpy())
+        np.testing.assert_allclose(whole.sum(-1), 1.0, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(every.sum(-1), 1.0 - whole[:, PAD_ID], atol=1e-5,
+                                   err_msg=name)
     # the signatures did distinguish their inputs
     assert loaded["tcnlm/0/score/token_log_probs"].shape[0] == 8
     assert not np.allclose(loaded["tcnlm/4/infer_topics/topics"][0],

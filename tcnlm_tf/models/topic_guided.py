@@ -56,7 +56,8 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
                    diversity_weight=m.option("diversity_weight"),
                    topic_word_scale=m.option("topic_word_scale"),
                    ntm_weighting=m.option("ntm_weighting"),
-                   topic_input=m.option("topic_input"), name=m.model, **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
+                   topic_input=m.option("topic_input"), name=m.model,
+                   **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, num_topics: int = 50,
                  ntm_hidden_units: Sequence[int] = (256, 256), diversity_weight: float = 0.1,

@@ -41,8 +41,7 @@ The stop mask l(i) over the LM vocabulary is 1 for the words of the run's stop-w
 (:func:`tcnlm_tf.vocab.is_topic_word`: punctuation, numbers, clitics such as ``'s``; the
 paper's corpora had none of these, and left as content words they took the top of every
 topic) and for ``<eos>`` and ``<pad>``; it is 0 for the other words and for ``<unk>``. It is
-a constant of the model, rebuilt from the run's
-configuration when a run is loaded.
+a constant of the model, rebuilt from the run's configuration when a run is loaded.
 """
 from __future__ import annotations
 
@@ -103,7 +102,8 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
                    stop_mask=stop_word_mask(lm_vocab.words, load_stopwords(config.data.stopwords)),
                    num_topics=m.option("num_topics"),
                    ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
-                   ntm_weighting=m.option("ntm_weighting"), name="topic_rnn", **cls.lm_arguments(config, lm_vocab, run_dir))
+                   ntm_weighting=m.option("ntm_weighting"), name="topic_rnn",
+                   **cls.lm_arguments(config, lm_vocab, run_dir))
 
     def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
         """Gamma, gamma_0, v, c and B (:class:`TopicRNNOutput`). Its v and c are the full
