@@ -162,8 +162,12 @@ class LanguageModel(keras.Model):
                    state: Any = None, context: "Context | None" = None) -> dict[str, Any]:
         """Summed quantities for one (per-replica) batch: ``nll_sum`` (total NLL of the real
         targets), ``tokens`` (their count), ``examples`` (rows), ``aux_loss``,
-        ``aux_metrics`` and the new ``state``; ``context`` as in :meth:`call`."""
-        out = self(batch, training=training, state=state, context=context)
+        ``aux_metrics`` and the new ``state``; ``context`` as in :meth:`call` (passed on only
+        when given, so a model whose ``call`` takes no ``context`` still trains and scores)."""
+        if context is None:
+            out = self(batch, training=training, state=state)
+        else:
+            out = self(batch, training=training, state=state, context=context)
         weights = batch["weights"]
         # where, not a product: a padded position may carry log p = -inf.
         nll = tf.where(weights > 0, -out.target_log_probs * weights, 0.0)

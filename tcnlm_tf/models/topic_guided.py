@@ -12,8 +12,8 @@ The training loop minimises -J per predicted token: the language-model NLL comes
 Monte-Carlo sample of t per sentence while training, the posterior mean at evaluation).
 
 Eq. 17 is applied per (sentence, document minus the sentence) pair, as the paper trains:
-every sentence brings its own topic-model term, so on APNEWS (about 17 sentences per
-document) the topic model weighs about 17 times what a per-document ELBO would give it. An
+every sentence brings its own topic-model term, so on the APNEWS sample (13.8 sentences
+per document) the topic model weighs about 14 times what a per-document ELBO gives it. An
 example is a sequence of at most L targets, not a sentence: each example's term is weighted
 by ``batch["context_weight"]`` (:mod:`tcnlm_tf.pipeline`), 1 / (the sequences of its
 sentence), so a sentence cut into three sequences still counts its term once. With
