@@ -1,6 +1,7 @@
 """Damaged checkpoints: a torn or corrupted newest checkpoint falls back to the newest
 readable one with a notice, in --resume, the evaluators and export; none readable is a
 one-line error naming the file."""
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -58,14 +59,21 @@ def test_a_damaged_state_file_falls_back_to_the_numbered_files(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def damaged_run(tmp_path_factory):
-    """A tiny run trained 2 then 4 steps (checkpoints ckpt-2 and ckpt-4), then 1 epoch (best/):
-    returns (workdir, flags)."""
-    workdir = tmp_path_factory.mktemp("damaged")
+def two_checkpoints(tmp_path_factory):
+    """A tiny run trained 2 then 4 steps (checkpoints ckpt-2 and ckpt-4); its work dir."""
+    workdir = tmp_path_factory.mktemp("two-checkpoints")
     flags = TINY + run_flags(workdir, "run")
     main(flags + ["--max-steps", "2"])
     main(flags + ["--max-steps", "4", "--resume"])
-    return workdir, flags
+    return workdir
+
+
+@pytest.fixture
+def damaged_run(two_checkpoints, tmp_path):
+    """A copy of ``two_checkpoints`` for one test to damage: returns (workdir, flags)."""
+    workdir = tmp_path / "work"
+    shutil.copytree(two_checkpoints, workdir)
+    return workdir, TINY + run_flags(workdir, "run")
 
 
 def test_resume_passes_over_a_damaged_newest_checkpoint(damaged_run, capsys):
@@ -87,8 +95,8 @@ def test_evaluators_and_export_fall_back_and_fail_in_one_line(damaged_run, tmp_p
     run_dir = workdir / "runs" / "run"
     for prefix in checkpoint_paths(run_dir / "checkpoints")[1:]:
         damage(Path(prefix), "torn")
-    run = load_run(run_dir)                     # the newest (step 5) is intact
-    assert run.checkpoint.endswith("ckpt-5")
+    run = load_run(run_dir)                     # the newest (step 4) is intact
+    assert run.checkpoint.endswith("ckpt-4")
     damage(Path(run.checkpoint), "torn")
     capsys.readouterr()
     for command, args in ((perplexity_main, ["--run", str(run_dir)]),
@@ -97,7 +105,7 @@ def test_evaluators_and_export_fall_back_and_fail_in_one_line(damaged_run, tmp_p
             command(args)
         assert stop.value.code == 2
         [line] = capsys.readouterr().err.strip().splitlines()
-        assert line.startswith("error: no readable checkpoint") and "ckpt-5" in line
+        assert line.startswith("error: no readable checkpoint") and "ckpt-4" in line
 
 
 def test_a_damaged_best_checkpoint_falls_back_to_the_training_checkpoints(tmp_path, capsys):

@@ -233,15 +233,24 @@ def test_layers_serialise(layer):
 def test_tiny_run_trains_and_logs_its_terms(tmp_path):
     """A whole epoch on the tiny corpus: the training loss falls, the test perplexity beats
     a uniform guess, both model terms reach TensorBoard, and the loaded run's topics put
-    no mass on stop words."""
+    no mass on stop words; the loaded run keeps its stop mask after its --stopwords file
+    has changed."""
     from tcnlm_tf.runs import load_run
+    from tcnlm_tf.vocab import DEFAULT_STOPWORDS
     from train.run import main as train
 
+    stopwords = tmp_path / "stop.txt"
+    stopwords.write_text(DEFAULT_STOPWORDS.read_text(encoding="utf-8"), encoding="utf-8")
     metrics = train(TINY_EPOCH + ["--model", "topic_rnn", *MODELS["topic_rnn"].test_flags,
-                                   "--learning-rate", "0.01", "--log-every", "5"]
+                                   "--learning-rate", "0.01", "--log-every", "5",
+                                   "--stopwords", str(stopwords)]
                     + run_flags(tmp_path, "trnn"))
+    stopwords.write_text("zzz\n", encoding="utf-8")
+    load_stopwords.cache_clear()      # as a later process would read the changed file
     run_dir = tmp_path / "runs" / "trnn"
     run = load_run(run_dir)
+    np.testing.assert_array_equal(run.model.stop_mask.numpy(),
+                                  stop_word_mask(run.lm_vocab.words, load_stopwords()))
     assert metrics["test_perplexity"] < len(run.lm_vocab)
     acc = event_accumulator.EventAccumulator(str(run_dir / "tensorboard"),
                                              size_guidance={event_accumulator.TENSORS: 0})

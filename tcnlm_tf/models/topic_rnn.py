@@ -41,11 +41,14 @@ The stop mask l(i) over the LM vocabulary is 1 for the words of the run's stop-w
 (:func:`tcnlm_tf.vocab.is_topic_word`: punctuation, numbers, clitics such as ``'s``; the
 paper's corpora had none of these, and left as content words they took the top of every
 topic) and for ``<eos>`` and ``<pad>``; it is 0 for the other words and for ``<unk>``. It is
-a constant of the model, rebuilt from the run's configuration when a run is loaded.
+a constant of the model: a fresh run writes its stop words to ``stop_words.txt`` in the run
+directory, and a resumed or loaded run reads them from there, so it keeps its mask when the
+``--stopwords`` file it was trained with has moved or changed.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import keras
 import numpy as np
@@ -53,10 +56,14 @@ import tensorflow as tf
 
 from layers.topic_model import BagOfWords
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
+from tcnlm_tf.corpus import write_lines
 from tcnlm_tf.models.base import Context, ModelOutput, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
 from tcnlm_tf.pipeline import UNK_ID
 from tcnlm_tf.vocab import EOS, PAD, is_topic_word, load_stopwords
+
+#: the run's stop words (the LM-vocabulary words with l(i) = 1), one per line
+STOP_WORDS_FILE = "stop_words.txt"
 
 
 def stop_word_mask(words: Sequence[str], stopwords: frozenset[str]) -> np.ndarray:
@@ -97,13 +104,28 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
 
     @classmethod
     def create(cls, config, lm_vocab, topic_vocab, run_dir=None) -> "TopicRNN":
+        """The stop mask comes from ``run_dir/stop_words.txt`` where the run has written it
+        (:meth:`prepare`), else from the configured ``--stopwords`` list."""
         m = config.model
+        saved = Path(run_dir) / STOP_WORDS_FILE if run_dir is not None else None
+        if saved is not None and saved.is_file():
+            stopwords = frozenset(saved.read_text(encoding="utf-8").splitlines())
+        else:
+            stopwords = load_stopwords(config.data.stopwords)
         return cls(topic_vocab_size=len(topic_vocab),
-                   stop_mask=stop_word_mask(lm_vocab.words, load_stopwords(config.data.stopwords)),
+                   stop_mask=stop_word_mask(lm_vocab.words, stopwords),
                    num_topics=m.option("num_topics"),
                    ntm_hidden_units=tuple(m.option("ntm_hidden_units")),
                    ntm_weighting=m.option("ntm_weighting"), name="topic_rnn",
                    **cls.lm_arguments(config, lm_vocab, run_dir))
+
+    def prepare(self, corpus, run_dir: Path, log: Callable[[str], None]) -> None:
+        """Write the LM-vocabulary words of the stop mask to ``run_dir/stop_words.txt``,
+        from which :meth:`create` rebuilds the mask of a resumed or loaded run."""
+        words = [w for w, stop in zip(corpus.lm_vocab.words, self.stop_mask.numpy()) if stop]
+        write_lines(Path(run_dir) / STOP_WORDS_FILE, words)
+        log(f"Topic-RNN: {len(words)} stop words of the LM vocabulary written to "
+            f"{Path(run_dir) / STOP_WORDS_FILE}")
 
     def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
         """Gamma, gamma_0, v, c and B (:class:`TopicRNNOutput`). Its v and c are the full
