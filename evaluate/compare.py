@@ -25,7 +25,8 @@ Each run is one ``python -m train.run`` in ``<runs-dir>/<name>/<run>/`` (``<run>
 then ``-T<T>``, ``-seed<S>``, ``-lr<LR>`` where the comparison has several). A run that
 already has its test perplexity is reused, one that stopped early is resumed from its
 checkpoint: an interrupted comparison continues where it stopped when the same command is
-run again. For the topic models the command also writes their top words (``topics.txt``)
+run again. The same command with a larger ``--max-epochs`` (the one setting of a comparison
+that may change, and only upwards) continues the rows that stopped on the old epoch cap. For the topic models the command also writes their top words (``topics.txt``)
 and NPMI coherence (``coherence.json``, reference: the training split, window 20). The
 table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
 perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
@@ -55,6 +56,8 @@ from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, int_list
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
 SETTINGS_FILE = "compare.json"
+#: a topic run's test perplexity with shuffled and with uniform topics
+ABLATIONS_FILE = "ablations.json"
 POLL_SECONDS = 2.0
 
 
@@ -137,15 +140,20 @@ def parse_rows(text: str) -> list[str]:
 
 
 def check_settings(directory: Path, settings: dict) -> None:
-    """Refuses to mix runs made with different settings in one comparison directory."""
+    """Refuses to mix runs made with different settings in one comparison directory; only
+    ``max_epochs`` may grow (the rows that stopped on the old cap then train on)."""
     path = directory / SETTINGS_FILE
     if path.is_file():
         saved = json.loads(path.read_text())
-        if saved != settings:
-            changed = sorted(k for k in settings.keys() | saved.keys()
-                             if saved.get(k) != settings.get(k))
+        changed = sorted(k for k in settings.keys() | saved.keys()
+                         if saved.get(k) != settings.get(k) and k != "max_epochs")
+        if changed:
             raise UserError(f"{directory} holds a comparison made with other settings "
                             f"({', '.join(changed)} differ); use --name for a new one")
+        if settings.get("max_epochs", 0) < saved.get("max_epochs", 0):
+            raise UserError(f"{directory} holds a comparison with --max-epochs "
+                            f"{saved['max_epochs']}; it can grow, not shrink: give at least "
+                            "that, or use --name for a new one")
     directory.mkdir(parents=True, exist_ok=True)
     write_text(path, json.dumps(settings, indent=2) + "\n")
 
@@ -167,6 +175,16 @@ def finished(run_dir: Path) -> bool:
     return path.is_file() and "test_perplexity" in json.loads(path.read_text())
 
 
+def below_cap(run_dir: Path, key: RunKey, args: argparse.Namespace) -> int:
+    """The epochs of a finished run that stopped on an epoch cap below ``--max-epochs`` (it
+    was trained with a smaller one), else 0; fixed budgets never grow."""
+    if key.row in args.fixed_budget or fixed_epochs(args.train_args):
+        return 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    epochs = len(metrics["epochs"])
+    return epochs if metrics.get("stopped") == "epochs" and epochs < args.max_epochs else 0
+
+
 def row_train_args(model: str, train_args: list[str]) -> list[str]:
     """``train_args`` without the model options that ``model`` does not take (each such
     flag with its value): a model's own flags after ``--`` go to the rows of that model."""
@@ -183,10 +201,11 @@ def row_train_args(model: str, train_args: list[str]) -> list[str]:
     return kept
 
 
-def row_command(row: str, run: str, directory: Path, shared: list[str],
+def row_command(row: str, run: str, directory: Path, shared: list[str], epochs: list[str],
                 train_args: list[str], cache_dir: Path) -> list[str]:
     """The ``train.run`` command that trains the run ``run`` of row ``row``, or resumes it
-    from its checkpoint (with the budget flags of ``train_args`` only)."""
+    from its checkpoint (with the epoch budget ``epochs`` and the budget flags of
+    ``train_args`` only)."""
     model, flags = ROWS[row]
     train_args = row_train_args(model, train_args)
     run_dir = directory / run
@@ -194,9 +213,9 @@ def row_command(row: str, run: str, directory: Path, shared: list[str],
                "--run-name", run, "--cache-dir", str(cache_dir)]
     if (run_dir / "checkpoints" / "checkpoint").is_file():
         print(f"== {run}: resuming {run_dir} from its latest checkpoint", flush=True)
-        return command + ["--resume"] + budget_flags(train_args)
+        return command + ["--resume"] + epochs + budget_flags(train_args)
     print(f"== {run}: training in {run_dir}", flush=True)
-    return command + shared + flags + train_args
+    return command + shared + flags + epochs + train_args
 
 
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int) -> list[str]:
@@ -237,7 +256,7 @@ def topic_evaluations(run_dir: Path) -> dict:
 def ablation_evaluations(run_dir: Path) -> dict[str, float]:
     """Test perplexity of a topic run with shuffled and with uniform topics
     (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
-    path = run_dir / "ablations.json"
+    path = run_dir / ABLATIONS_FILE
     if path.is_file():
         return json.loads(path.read_text())
     from evaluate import perplexity
@@ -276,19 +295,25 @@ def run_keys(rows: list[str], args: argparse.Namespace) -> list[RunKey]:
 
 
 def run_flags(key: RunKey, args: argparse.Namespace) -> list[str]:
-    """The ``train.run`` flags of one run besides its row's: its seed, topic count,
-    learning rate and epoch budget."""
+    """The ``train.run`` flags of one run besides its row's and its epoch budget: its seed,
+    topic count and learning rate."""
     flags = ["--seed", str(key.seed)]
     if key.topics is not None:
         flags += ["--num-topics", str(key.topics)]
     if key.learning_rate is not None:
         flags += ["--learning-rate", f"{key.learning_rate:g}"]
+    return flags
+
+
+def epoch_flags(key: RunKey, args: argparse.Namespace) -> list[str]:
+    """The ``train.run`` flags of one run's epoch budget (none where ``-- --epochs N`` fixes
+    every row's)."""
     if key.row in args.fixed_budget:
         epochs = args.fixed_budget[key.row]   # no early stop within the budget
-        flags += ["--epochs", str(epochs), "--patience", str(epochs + 1)]
-    elif not fixed_epochs(args.train_args):
-        flags += ["--epochs", str(args.max_epochs), "--patience", str(args.patience)]
-    return flags
+        return ["--epochs", str(epochs), "--patience", str(epochs + 1)]
+    if fixed_epochs(args.train_args):
+        return []
+    return ["--epochs", str(args.max_epochs), "--patience", str(args.patience)]
 
 
 def settings(args: argparse.Namespace) -> dict:
@@ -387,10 +412,16 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     for key in keys:
         name = names[key]
         if finished(directory / name):
-            print(f"== {name}: reusing {directory / name} (already evaluated)", flush=True)
-            continue
+            epochs = below_cap(directory / name, key, args)
+            if not epochs:
+                print(f"== {name}: reusing {directory / name} (already evaluated)", flush=True)
+                continue
+            print(f"== {name}: stopped on the epoch cap after {epochs} "
+                  f"epoch{'s' * (epochs != 1)}; training on "
+                  f"to --max-epochs {args.max_epochs}", flush=True)
+            (directory / name / ABLATIONS_FILE).unlink(missing_ok=True)   # of the old weights
         commands[name] = row_command(key.row, name, directory, shared + run_flags(key, args),
-                                     args.train_args, args.cache_dir)
+                                     epoch_flags(key, args), args.train_args, args.cache_dir)
     failed = run_commands(commands, directory, args.jobs)
     if failed:
         raise UserError(f"training failed for {', '.join(failed)} (messages above or in "

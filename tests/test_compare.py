@@ -74,6 +74,34 @@ def test_changed_settings_are_refused(comparison):
     assert exit_info.value.code == 2
 
 
+def test_a_larger_max_epochs_trains_on_the_rows_stopped_on_the_cap(tmp_path, capfd):
+    """A row stopped on a cap of 1 epoch continues to 2 under --max-epochs 2, its first
+    epoch kept; the cap may not shrink, and the grown comparison reuses the row."""
+    flags = [f for f in TINY if f not in ("--epochs", "2")]
+    assert "--epochs" not in flags
+
+    def run(cap):
+        return compare(["--models", "lstm", "--max-epochs", str(cap), "--patience", "5",
+                        "--runs-dir", str(tmp_path / "runs"), "--cache-dir",
+                        str(tmp_path / "cache"), "--name", "cmp", "--", *flags])["lstm"]
+
+    first = run(1)
+    assert first["stopped"] == "epochs" and len(first["epochs"]) == 1
+    capfd.readouterr()
+    second = run(2)
+    assert "stopped on the epoch cap after 1 epoch; training on to --max-epochs 2" in (
+        capfd.readouterr().out)
+    assert [e["epoch"] for e in second["epochs"]] == [1, 2]
+    assert second["epochs"][0] == first["epochs"][0] and second["steps"] == 2 * first["steps"]
+    config = json.loads((tmp_path / "runs" / "cmp" / "lstm" / "config.json").read_text())
+    assert config["train"]["epochs"] == 2
+    with pytest.raises(SystemExit) as exit_info:
+        run(1)
+    assert exit_info.value.code == 2 and "can grow, not shrink" in capfd.readouterr().err
+    assert run(2)["test_perplexity"] == second["test_perplexity"]
+    assert "reusing" in capfd.readouterr().out
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["--models", "lstm,gpt"], "--models"),
     (["--", "--max-steps", "3"], "--max-steps"),
