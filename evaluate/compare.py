@@ -26,8 +26,9 @@ then ``-T<T>``, ``-seed<S>``, ``-lr<LR>`` where the comparison has several). A r
 already has its test perplexity is reused, one that stopped early is resumed from its
 checkpoint: an interrupted comparison continues where it stopped when the same command is
 run again. The same command with a larger ``--max-epochs`` (the one setting of a comparison
-that may change, and only upwards) continues the rows that stopped on the old epoch cap. For the topic models the command also writes their top words (``topics.txt``)
-and NPMI coherence (``coherence.json``, reference: the training split, window 20). The
+that may change, and only upwards) continues the rows that stopped on the old epoch cap.
+For the topic models the command also writes their top words (``topics.txt``) and NPMI
+coherence (``coherence.json``, reference: the training split, window 20). The
 table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
 perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
 (``tensorboard --logdir <runs-dir>/<name>/tensorboard``).
