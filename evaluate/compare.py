@@ -170,18 +170,18 @@ def budget_flags(train_args: list[str]) -> list[str]:
     return flags
 
 
-def finished(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a run that reached its test evaluation."""
+def finished(run_dir: Path) -> dict | None:
+    """The metrics of the run in ``run_dir`` if it reached its test evaluation, else None."""
     path = run_dir / "metrics.json"
-    return path.is_file() and "test_perplexity" in json.loads(path.read_text())
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
+    return metrics if "test_perplexity" in metrics else None
 
 
-def below_cap(run_dir: Path, key: RunKey, args: argparse.Namespace) -> int:
-    """The epochs of a finished run that stopped on an epoch cap below ``--max-epochs`` (it
-    was trained with a smaller one), else 0; fixed budgets never grow."""
+def below_cap(metrics: dict, key: RunKey, args: argparse.Namespace) -> int:
+    """The epochs of a finished run (its ``metrics``) that stopped on an epoch cap below
+    ``--max-epochs`` (it was trained with a smaller one), else 0; fixed budgets never grow."""
     if key.row in args.fixed_budget or fixed_epochs(args.train_args):
         return 0
-    metrics = json.loads((run_dir / "metrics.json").read_text())
     epochs = len(metrics["epochs"])
     return epochs if metrics.get("stopped") == "epochs" and epochs < args.max_epochs else 0
 
@@ -412,8 +412,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     commands = {}
     for key in keys:
         name = names[key]
-        if finished(directory / name):
-            epochs = below_cap(directory / name, key, args)
+        metrics = finished(directory / name)
+        if metrics is not None:
+            epochs = below_cap(metrics, key, args)
             if not epochs:
                 print(f"== {name}: reusing {directory / name} (already evaluated)", flush=True)
                 continue
