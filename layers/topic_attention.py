@@ -2,8 +2,8 @@
 
 Reference: J. H. Lau, T. Baldwin, T. Cohn, "Topically Driven Neural Language Model",
 ACL 2017, Sec. 3.1 (convolutional document vector, topic attention eq. 1-2), Sec. 3.2
-(the GRU-like gate of eq. 3), Sec. 3.3 (dropout on ``d`` and ``s``) and Sec. 6 (document
-labels and tags). Initialisations follow the authors' code.
+(the GRU-like gate of eq. 3), Sec. 3.3 (dropout, placed as the authors' code places it by
+default) and Sec. 6 (document labels and tags). Initialisations follow the authors' code.
 
 * :class:`DocumentConvolution`: word ids -> document vector ``d`` (CNN + max-over-time).
 * :class:`TopicAttention`: ``d`` -> attention ``p`` over topics and topic vector ``s``.
@@ -18,6 +18,11 @@ from typing import Sequence
 
 import keras
 from keras import ops
+
+
+#: where ConvolutionalTopicModel's dropout hits besides s: the word embeddings (the authors'
+#: code) or the document vector d (the paper's text)
+DROPOUT_PLACEMENTS = ("embeddings", "document")
 
 
 def _check_int(owner: str, name: str, value, minimum: int = 1) -> int:
@@ -106,11 +111,20 @@ class DocumentConvolution(keras.layers.Layer):
             ))
 
     def call(self, ids):
-        """``ids [B, M]`` -> ``d [B, output_size]`` (Sec. 3.1)."""
+        """``ids [B, M]`` -> ``d [B, output_size]`` (Sec. 3.1): :meth:`pool` of :meth:`embed`."""
+        return self.pool(self.embed(ids), ids)
+
+    def embed(self, ids):
+        """``ids [B, M]`` -> the word embeddings ``x [B, M, e]``, zero at padding."""
         ids = ops.cast(ids, "int32")
-        is_word = ids > 0                                                 # [B, M]
         x = ops.take(self.embeddings, ids, axis=0)
-        x = x * ops.cast(is_word, x.dtype)[..., None]                     # [B, M, e]
+        return x * ops.cast(ids > 0, x.dtype)[..., None]
+
+    def pool(self, x, ids):
+        """Embeddings ``x [B, M, e]`` (e.g. :meth:`embed`'s after a dropout) of ``ids [B, M]``
+        -> ``d [B, output_size]``: the convolution and the max over the real windows."""
+        is_word = ops.cast(ids, "int32") > 0                              # [B, M]
+        x = x * ops.cast(is_word, x.dtype)[..., None]
         pooled = []
         for h, kernel, bias in zip(self.filter_widths, self.kernels, self.biases):
             windows = ops.pad(x, ((0, 0), (0, h - 1), (0, 0)))            # [B, M + h - 1, e]
@@ -193,11 +207,16 @@ class ConvolutionalTopicModel(keras.layers.Layer):
     """The topic model of TDLM (Sec. 3.1, 3.3) with the label and tag extensions (Sec. 6).
 
     ``d = DocumentConvolution(ids)`` (``a = num_filters * len(filter_widths)``); with tags
-    (Sec. 6.2) ``d' = dropout(d) ⊕ e``, ``e = sum_i I(i, doc) z_i`` the sum of the document's
-    tag vectors ``z_i in R^f``, else ``d' = dropout(d)``; then ``p = softmax(A d')``,
-    ``s = B^T p`` (eq. 1-2, :class:`TopicAttention`, so ``A`` is ``[k, a + f]`` with tags).
-    Dropout (Sec. 3.3) hits ``d`` and ``s``, in training only; ``dropout=0.6`` is the paper's
-    keep probability 0.4.
+    (Sec. 6.2) ``d' = d ⊕ e``, ``e = sum_i I(i, doc) z_i`` the sum of the document's tag
+    vectors ``z_i in R^f``, else ``d' = d``; then ``p = softmax(A d')``, ``s = B^T p``
+    (eq. 1-2, :class:`TopicAttention`, so ``A`` is ``[k, a + f]`` with tags).
+
+    Dropout, in training only (``dropout=0.6`` is the paper's keep probability 0.4), hits
+    ``s`` and, by ``dropout_on``, either the document's word embeddings before the
+    convolution (``"embeddings"``: the authors' code, ``tdlm_model.py``, which produced the
+    paper's numbers) or the pooled ``d`` (``"document"``: the paper's text, Sec. 3.3, "on d
+    and s"). Dropping 60 % of a 20-feature ``d`` can leave the attention nothing to tell
+    documents apart by: on a toy LDA corpus it collapsed onto one topic.
 
     Heads: :meth:`word_logits` is the dense layer ``s -> V`` logits whose softmax predicts
     the document's words (Sec. 3.1, last paragraph); :meth:`topic_word` applies it to each
@@ -222,7 +241,9 @@ class ConvolutionalTopicModel(keras.layers.Layer):
         filter_widths: convolution window widths.
         num_filters: filters per width.
         topic_dim: size ``b`` of ``s``.
-        dropout: drop rate of ``d`` and ``s`` in training, ``0 <= dropout < 1``.
+        dropout: drop rate in training, ``0 <= dropout < 1``.
+        dropout_on: ``"embeddings"`` (the word embeddings and ``s``) or ``"document"``
+            (``d`` and ``s``).
         num_tags: number of document tags (0: no tags).
         tag_dim: tag vector size ``f``.
         num_labels: number of document classes (0: no label head).
@@ -232,9 +253,14 @@ class ConvolutionalTopicModel(keras.layers.Layer):
     def __init__(self, vocab_size: int, output_size: int, num_topics: int,
                  embedding_dim: int = 300, filter_widths: Sequence[int] = (2,),
                  num_filters: int = 20, topic_dim: int = 50, dropout: float = 0.6,
-                 num_tags: int = 0, tag_dim: int = 5, num_labels: int = 0, **kwargs):
+                 num_tags: int = 0, tag_dim: int = 5, num_labels: int = 0,
+                 dropout_on: str = "embeddings", **kwargs):
         super().__init__(**kwargs)
         owner = "ConvolutionalTopicModel"
+        if dropout_on not in DROPOUT_PLACEMENTS:
+            raise ValueError(f"{owner} dropout_on must be one of {DROPOUT_PLACEMENTS}, got "
+                             f"{dropout_on!r}.")
+        self.dropout_on = dropout_on
         self.output_size = _check_int(owner, "output_size", output_size)
         self.num_tags = _check_int(owner, "num_tags", num_tags, minimum=0)
         self.tag_dim = _check_int(owner, "tag_dim", tag_dim)
@@ -277,7 +303,12 @@ class ConvolutionalTopicModel(keras.layers.Layer):
     def call(self, ids, tags=None, training=False):
         """``ids [B, M]``, ``tags [B, n]`` or None -> dict of ``d'``, ``p``, ``s``, ``dropout(s)``
         (eq. 1-2 on the document vector of Sec. 3.1, tags as Sec. 6.2)."""
-        document = self.dropout_layer(self.convolution(ids), training=training)
+        words = self.convolution.embed(ids)
+        if self.dropout_on == "embeddings":
+            words = self.dropout_layer(words, training=training)
+        document = self.convolution.pool(words, ids)
+        if self.dropout_on == "document":
+            document = self.dropout_layer(document, training=training)
         if self.num_tags:
             if tags is None:
                 tags = ops.zeros((ops.shape(ids)[0], 1), "int32")
@@ -331,7 +362,7 @@ class ConvolutionalTopicModel(keras.layers.Layer):
             filter_widths=list(self.convolution.filter_widths),
             num_filters=self.convolution.num_filters, topic_dim=self.attention.topic_dim,
             dropout=self.dropout, num_tags=self.num_tags, tag_dim=self.tag_dim,
-            num_labels=self.num_labels,
+            num_labels=self.num_labels, dropout_on=self.dropout_on,
         )
         return config
 

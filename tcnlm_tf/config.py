@@ -27,7 +27,8 @@ from typing import Any
 
 from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.models.registry import all_options, spec_of
+from tcnlm_tf.models.registry import SAME_AS_DEFAULT, all_options, spec_of
+from tcnlm_tf.vocab import TOP_AMONG
 
 #: peoples_daily: the SDLM paper's People's Daily split (one sentence per line)
 DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
@@ -52,6 +53,12 @@ MAX_GENERATED_WORDS = 40
 
 DATA_DIR_ENV = "TCNLM_DATA_DIR"
 CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
+
+#: settings added since runs were first saved, with the value that a config.json without
+#: them was trained with (where it is not the new default): a reloaded run keeps its own
+LEGACY: dict[str, dict[str, Any]] = {
+    "data": {"topic_top_among": "lm_vocab"},
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "small": {"num_layers": 1, "hidden_size": 600},
@@ -79,6 +86,7 @@ class DataConfig:
     min_freq: int = 10              # LM vocabulary: words seen >= min_freq times
     topic_min_docs: int = 100       # topic vocabulary: words in >= this many documents
     topic_top_fraction: float = 0.001   # topic vocabulary: drop the most frequent 0.1 % types
+    topic_top_among: str = "types"  # ... of every word type (TDLM's code) or of the LM words
     stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
     max_bow: int = 300              # words of document context per sentence
     context: str = "rest"           # a sentence's document context: one of CONTEXTS
@@ -159,6 +167,13 @@ class RunConfig:
                 moved = {k: given.pop(k) for k in list(given) if k in all_options()}
                 given.setdefault("options", {}).update(
                     {k: v for k, v in moved.items() if k in known})
+                # an option added since the run was saved: what the run was trained with
+                for option in spec_of(given.get("model", "lstm")).options:
+                    if option.name not in given["options"] and \
+                            option.legacy is not SAME_AS_DEFAULT:
+                        given["options"][option.name] = option.legacy
+            for key, value in LEGACY.get(name, {}).items():
+                given.setdefault(key, value)
             unknown = set(given) - {f.name for f in dataclasses.fields(section)}
             if unknown:
                 raise UserError(f"config.json has unknown {name} settings {sorted(unknown)}: "
@@ -203,6 +218,8 @@ class RunConfig:
             (d.seq_len >= 2, "--seq-len must be >= 2"),
             (d.max_bow >= 1, "--max-bow must be >= 1"),
             (d.context in CONTEXTS, f"unknown --context {d.context!r}; choose one of {CONTEXTS}"),
+            (d.topic_top_among in TOP_AMONG,
+             f"unknown --topic-top-among {d.topic_top_among!r}; choose one of {TOP_AMONG}"),
             (m.num_layers >= 1 and m.hidden_size >= 1 and m.embedding_dim >= 1,
              "--num-layers, --hidden-size and --embedding-dim must be positive"),
             (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),

@@ -126,6 +126,7 @@ def cache_key(config: DataConfig, directory: Path) -> str:
         "min_freq": config.min_freq,
         "topic_min_docs": config.topic_min_docs,
         "topic_top_fraction": config.topic_top_fraction,
+        "topic_top_among": config.topic_top_among,
         "max_doc_tokens": config.max_doc_tokens,
         "stopwords": _file_digest(stopwords) if stopwords and stopwords.is_file() else None,
         "files": {split: _file_digest(directory / f"{split}.txt") for split in SPLITS},
@@ -176,7 +177,8 @@ def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> C
     lm_vocab = build_lm_vocab(counts, config.min_freq)
     topic_vocab = build_topic_vocab(
         lm_vocab, counts, doc_counts, load_stopwords(config.stopwords),
-        min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction)
+        min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction,
+        top_among=config.topic_top_among)
     splits = {split: encode_split(documents[split], lm_vocab, topic_vocab, lines[split])
               for split in SPLITS}
     return Corpus(config.dataset, lm_vocab, topic_vocab, splits, directory, Path())

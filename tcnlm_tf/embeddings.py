@@ -54,9 +54,16 @@ def read_header(path: Path | str) -> tuple[int, int, str]:
 
 def load_vectors(path: Path | str, words: Sequence[str], dim: int,
                  seed: int = 0) -> tuple[np.ndarray, int]:
+    """:func:`read_vectors`, with the number of rows taken from the file instead of which."""
+    matrix, found = read_vectors(path, words, dim, seed)
+    return matrix, int(found.sum())
+
+
+def read_vectors(path: Path | str, words: Sequence[str], dim: int,
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A float32 matrix ``[len(words), dim]`` whose row ``i`` is the file's vector for
     ``words[i]``, or random uniform in ``±0.5 / dim`` (as TDLM's ``init_embedding``) when
-    the file lacks the word; and the number of rows taken from the file.
+    the file lacks the word; and a bool ``[len(words)]``, True for the rows from the file.
 
     When the file holds a word twice the first vector is kept. Reading stops once every
     word has been found; a file that ends before its header's count of records (or inside a
@@ -72,7 +79,7 @@ def load_vectors(path: Path | str, words: Sequence[str], dim: int,
     rows: dict[str, list[int]] = {}
     for i, word in enumerate(words):
         rows.setdefault(word, []).append(i)
-    found = 0
+    found = np.zeros(len(words), bool)
     records = _text_records if fmt == TEXT else _binary_records
     with _open(path) as f:
         _parse_header(f, path)
@@ -81,10 +88,37 @@ def load_vectors(path: Path | str, words: Sequence[str], dim: int,
                 continue
             for i in rows.pop(word):
                 matrix[i] = vector
-                found += 1
+                found[i] = True
             if not rows:
                 break
     return matrix, found
+
+
+def write_vectors(path: Path | str, words: Sequence[str], vectors: np.ndarray,
+                  fmt: str = BINARY) -> None:
+    """Write ``vectors [len(words), dim]`` as a word2vec ``fmt`` (``"binary"`` or ``"text"``)
+    file that :func:`load_vectors` reads, atomically (a reader never sees half a file).
+    Words must be non-empty and hold no whitespace."""
+    from tcnlm_tf.corpus import atomic_write
+
+    vectors = np.asarray(vectors, np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != len(words) or fmt not in (BINARY, TEXT):
+        raise ValueError(f"write_vectors needs one row per word and a format in {BINARY, TEXT}, "
+                         f"got {len(words)} words, shape {vectors.shape}, format {fmt!r}")
+    bad = next((w for w in words if not w or len(w.split()) != 1 or w.strip() != w), None)
+    if bad is not None:
+        raise ValueError(f"word {bad!r} cannot be written to a word2vec file")
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(f"{len(words)} {vectors.shape[1]}\n".encode("ascii"))
+        for word, row in zip(words, vectors):
+            if fmt == BINARY:
+                handle.write(word.encode("utf-8") + b" " + row.astype("<f4").tobytes() + b"\n")
+            else:
+                handle.write((word + " " + " ".join(repr(float(v)) for v in row) + "\n")
+                             .encode("utf-8"))
+
+    atomic_write(Path(path), write)
 
 
 def _open(path: Path | str) -> BinaryIO:

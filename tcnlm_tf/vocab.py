@@ -117,15 +117,25 @@ def is_topic_word(word: str) -> bool:
     return any(ch.isalpha() for ch in word) and not _is_clitic(word)
 
 
+#: what the ``top_fraction`` of build_topic_vocab is a fraction of: every word type of the
+#: training split (the TDLM authors' ``gen_vocab``) or the LM vocabulary (earlier versions)
+TOP_AMONG = ("types", "lm_vocab")
+
+
 def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
                       doc_counts: collections.Counter, stopwords: frozenset[str],
-                      min_docs: int = 100, top_fraction: float = 0.001) -> Vocabulary:
-    """Topic-model vocabulary: LM words minus stop words, the ``top_fraction`` most frequent
-    word types, words in fewer than ``min_docs`` documents, tokens without a letter and
-    clitics; sorted by frequency."""
+                      min_docs: int = 100, top_fraction: float = 0.001,
+                      top_among: str = "types") -> Vocabulary:
+    """Topic-model vocabulary: LM words minus stop words, the most frequent word types (the
+    ``top_fraction`` most frequent of all types in ``counts``, ``top_among="types"``, or of
+    the LM words, ``"lm_vocab"``), words in fewer than ``min_docs`` documents, tokens without
+    a letter and clitics; sorted by frequency."""
+    if top_among not in TOP_AMONG:
+        raise ValueError(f"top_among must be one of {TOP_AMONG}, got {top_among!r}")
     candidates = [w for w in lm_vocab.words if w not in LM_SPECIALS]
-    num_top = int(math.floor(top_fraction * len(candidates)))
-    too_frequent = set(_by_frequency(counts, candidates)[:num_top])
+    ranked = list(counts) if top_among == "types" else candidates
+    num_top = int(math.floor(top_fraction * len(ranked)))
+    too_frequent = set(_by_frequency(counts, ranked)[:num_top])
     kept = [w for w in candidates
             if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs
             and is_topic_word(w)]

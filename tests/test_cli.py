@@ -99,6 +99,34 @@ def test_config_of_an_earlier_version_keeps_its_own_model_options():
     assert tcnlm.model.option("num_topics") == 7 and tcnlm.model.option("num_factors") is None
 
 
+def test_settings_added_by_issue_23_keep_what_an_earlier_run_was_trained_with():
+    """A config.json saved before TDLM's dropout placement, LCLM's fusion and the topic
+    vocabulary's frequent-word rule existed loads with the behaviour it was trained with; a
+    new run gets the authors' choices; Topic-RNN's KL weighting was always saved."""
+    from layers.topic_attention import DROPOUT_PLACEMENTS
+    from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.models.registry import LCLM_FUSIONS, TOPIC_DROPOUT_PLACEMENTS
+    from tcnlm_tf.models.lclm import FUSIONS
+    from train.run import build_parser, config_from_args
+    assert TOPIC_DROPOUT_PLACEMENTS == DROPOUT_PLACEMENTS and LCLM_FUSIONS == FUSIONS
+    old = {"data": {"dataset": "synthetic"}}
+    expected = {"tdlm": ("topic_dropout_on", "document", "embeddings"),
+                "lclm": ("lclm_fusion", "output", "late"),
+                "topic_rnn": ("ntm_weighting", "sentence", "document")}
+    for model, (option, before, now) in expected.items():
+        saved = {**old, "model": {"model": model, "options": {}}}
+        if model == "topic_rnn":             # saved by every run since it existed
+            saved["model"].update(decoder="softmax", options={"ntm_weighting": "sentence"})
+        loaded = RunConfig.from_dict(saved)
+        loaded.validate()
+        assert loaded.model.option(option) == before
+        assert loaded.data.topic_top_among == "lm_vocab"
+        fresh = config_from_args(build_parser().parse_args(["--model", model]))
+        assert fresh.model.options[option] == now and fresh.data.topic_top_among == "types"
+        again = RunConfig.from_dict(fresh.to_dict())
+        assert again.model.option(option) == now and again.data.topic_top_among == "types"
+
+
 def test_lr_is_the_learning_rate_and_no_prefix_of_a_flag_is_accepted():
     """--lr once was taken as a prefix of --lr-decay, leaving the learning rate unchanged."""
     from train.run import build_parser, config_from_args

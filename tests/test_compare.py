@@ -34,7 +34,7 @@ def test_one_table_with_every_row_and_the_baselines(comparison):
     assert tcnlm_model["options"]["num_topics"] == 4
     assert tcnlm_model["options"]["num_factors"] == 16
     assert json.loads((directory / "lstm" / "config.json").read_text())["model"][
-        "options"] == {}
+        "options"] == {"embeddings": None}            # no topic option reached the LSTM
     assert "oracle (true generator)" in table and "unigram" in table
     ratio = results["tcnlm"]["test_perplexity"] / results["lstm"]["test_perplexity"]
     assert f"| {ratio:.3f} |" in table

@@ -1,11 +1,14 @@
-"""Reading pre-trained word vectors in the word2vec text and binary formats."""
+"""Pre-trained word vectors: reading and writing the word2vec text and binary formats,
+training them with ``train.word2vec``, and ``--embeddings`` loading them into every model."""
 import struct
 
 import numpy as np
 import pytest
 
-from tcnlm_tf.embeddings import load_vectors, read_header
+from tcnlm_tf.embeddings import load_vectors, read_header, read_vectors, write_vectors
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.models.registry import MODELS
+from tests.conftest import TINY, run_flags
 
 DIM = 4
 VECTORS = {
@@ -170,3 +173,96 @@ def test_short_text_row_later_in_file_is_reported(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="not found: .*nope.bin"):
         read_header(tmp_path / "nope.bin")
+
+
+@pytest.mark.parametrize("fmt", ["text", "binary"])
+def test_written_vectors_read_back_exactly(tmp_path, fmt):
+    words = ["the", "café", "u.s.", "<unk>"]
+    vectors = np.random.default_rng(0).normal(size=(4, DIM)).astype(np.float32)
+    path = tmp_path / f"v.{fmt}"
+    write_vectors(path, words, vectors, fmt)
+    assert read_header(path) == (4, DIM, fmt)
+    matrix, found = read_vectors(path, ["u.s.", "absent", "café", "the", "<unk>"], DIM)
+    np.testing.assert_array_equal(found, [True, False, True, True, True])
+    np.testing.assert_array_equal(matrix[[0, 2, 3, 4]], vectors[[2, 1, 0, 3]])
+    with pytest.raises(ValueError, match="cannot be written"):
+        write_vectors(path, ["two words"], vectors[:1], fmt)
+
+
+# ---------------------------------------------- --embeddings in every model, train.word2vec
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("embeddings")
+
+
+def trainer_for(workdir, flags, name):
+    from tcnlm_tf.data import load_corpus
+    from train.run import build_parser, config_from_args
+    from train.trainer import Trainer
+
+    config = config_from_args(build_parser().parse_args(TINY + flags + run_flags(workdir, name)))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    return Trainer(config, corpus, workdir / "runs" / name, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def word2vec_file(workdir):
+    """Vectors of TINY's embedding size trained by train.word2vec on TINY's training split
+    (TINY's --synthetic settings, so the same corpus the models read)."""
+    from train.word2vec import main
+
+    path = workdir / "w2v.bin"
+    main(word2vec_flags(workdir) + ["--output", str(path)])
+    return path
+
+
+def word2vec_flags(workdir):
+    """train.word2vec on TINY's corpus and embedding size, 2 epochs."""
+    synthetic = [x for i, x in enumerate(TINY) if TINY[i - 1] == "--synthetic"]
+    return [x for setting in synthetic for x in ("--synthetic", setting)] + [
+        "--cache-dir", str(workdir / "cache"), "--dim", TINY[TINY.index("--embedding-dim") + 1],
+        "--epochs", "2", "--min-count", "1"]
+
+
+def test_word2vec_is_reproducible_and_rejects_bad_settings(workdir, word2vec_file, capsys):
+    from train.word2vec import main
+
+    again = workdir / "again.txt"
+    main(word2vec_flags(workdir) + ["--output", str(again), "--format", "text"])
+    count, dim, _ = read_header(word2vec_file)
+    assert read_header(again) == (count, dim, "text") and count > 100
+    words = [line.split(" ", 1)[0] for line in again.read_text("utf-8").splitlines()[1:]]
+    first, found = read_vectors(word2vec_file, words, dim)
+    second, _ = read_vectors(again, words, dim)
+    assert found.all()
+    np.testing.assert_allclose(first, second, atol=1e-6)     # same seed, one worker
+    for bad, fragment in ((["--dim", "0"], "--dim must be a positive integer"),
+                          (["--sample", "2"], "--sample must be in [0, 1)"),
+                          (["--dataset", "apnews", "--data-dir", str(workdir / "none")],
+                           "apnews corpus not found")):
+        with pytest.raises(SystemExit) as stop:
+            main(bad + ["--output", str(workdir / "bad.bin")])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and fragment in err[0], err
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_embeddings_initialise_every_table_of_every_model(workdir, word2vec_file, model):
+    """--embeddings with train.word2vec's vectors: every word-embedding table of the model
+    (the LM's and, for TDLM and LCLM, the topic side's) holds the file's vector for every
+    word the file has, before training."""
+    trainer = trainer_for(workdir, ["--model", model, *MODELS[model].test_flags,
+                                    "--embeddings", str(word2vec_file)], model)
+    logged = []
+    trainer.model.prepare(trainer.corpus, trainer.run_dir, logged.append)
+    vocabularies = {"lm": trainer.corpus.lm_vocab.words,
+                    "topic": trainer.corpus.topic_vocab.words}
+    tables = trainer.model.embedding_tables()
+    assert len(tables) == (2 if model in ("tdlm", "lclm") else 1)
+    for variable, name in tables:
+        expected, found = read_vectors(word2vec_file, vocabularies[name], variable.shape[1])
+        assert found.sum() > 0.5 * len(found)
+        np.testing.assert_allclose(variable.numpy()[found], expected[found], atol=1e-6)
+        assert any(f"{found.sum()} of {len(found)} {name.upper()} words found" in line
+                   for line in logged)

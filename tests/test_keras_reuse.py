@@ -100,15 +100,30 @@ def _topic_gate():
                                                        rng.normal(size=(B, T))]
 
 
-def _context_attention():
-    h, s, mask = keras.Input((L, 7)), keras.Input((T, 5)), keras.Input((T,))
-    layer = layers.ContextAttention(4)
+def _context_case(layer, query_size):
+    """``layer`` on [a query sequence [B, L, query_size], s [B, T, 5], mask [B, T]]: example
+    0 has no context sentence, example 1 misses its first."""
+    q, s, mask = keras.Input((L, query_size)), keras.Input((T, 5)), keras.Input((T,))
     rng = np.random.default_rng(1)
     present = np.ones((B, T))
     present[0] = 0
     present[1, 0] = 0
-    return keras.Model([h, s, mask], layer([h, s, mask])), layer, [
-        rng.normal(size=(B, L, 7)), rng.normal(size=(B, T, 5)), present]
+    return keras.Model([q, s, mask], layer([q, s, mask])), layer, [
+        rng.normal(size=(B, L, query_size)), rng.normal(size=(B, T, 5)), present]
+
+
+def _context_attention():
+    return _context_case(layers.ContextAttention(4), 7)
+
+
+def _late_fusion_lstm():
+    return _context_case(layers.LateFusionLSTM(7, attention_size=4), 6)
+
+
+def _late_fusion_lstm_cell():
+    """The cell inside a LateFusionLSTM (which builds its initial state from the context)."""
+    model, layer, inputs = _late_fusion_lstm()
+    return model, layer.cell, inputs
 
 
 def _lda_inference():
@@ -169,6 +184,8 @@ CASES = {
     layers.ConvolutionalTopicModel: _convolutional_topic_model,
     layers.TopicGate: _topic_gate,
     layers.ContextAttention: _context_attention,
+    layers.LateFusionLSTM: _late_fusion_lstm,
+    layers.LateFusionLSTMCell: _late_fusion_lstm_cell,
     layers.LDAInference: _lda_inference,
     layers.TopicRNNInference: _topic_rnn_inference,
     layers.TopicRNNOutput: _topic_rnn_output,

@@ -1,13 +1,14 @@
 """The larger-context LM (Wang and Cho 2016, as Lau et al. 2017's lclm baseline): the
-``preceding`` field the pipeline and serving build, the attention and late fusion against a
-NumPy computation of their equations, the model's distributions and a tiny training run."""
+``preceding`` field the pipeline and serving build, the attention with output fusion and the
+late-fusion LSTM against NumPy computations of their equations, that only late fusion lets
+the recurrence see the context, the model's distributions and a tiny training run."""
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers.context_attention import ContextAttention
+from layers.context_attention import ContextAttention, LateFusionLSTM
 from tcnlm_tf import pipeline
 from tcnlm_tf.config import ModelConfig, RunConfig
 from tcnlm_tf.data import SplitArrays, encode_split
@@ -193,6 +194,85 @@ def test_the_layer_round_trips_its_config():
     assert again.attention_size == 7 and again.name == "att"
     with pytest.raises(ValueError):
         ContextAttention(0)
+
+
+def numpy_late_fusion(weights, x, s, mask):
+    """h_t of LateFusionLSTMCell's docstring, step by step from zero state: [B, L, n]."""
+    batch, length, _ = x.shape
+    n = weights["U"].shape[0]
+    out = np.zeros((batch, length, n))
+    for b in range(batch):
+        h, c = np.zeros(n), np.zeros(n)
+        real = np.flatnonzero(mask[b])
+        for t in range(length):
+            z = np.zeros(s.shape[-1])
+            if len(real):
+                e = np.array([weights["v"] @ np.tanh(s[b, l] @ weights["W_a"]
+                                                     + h @ weights["U_a"] + weights["b_a"])
+                              for l in real])
+                z = (np.exp(e - e.max()) / np.exp(e - e.max()).sum()) @ s[b, real]
+            gates = x[b, t] @ weights["W"] + h @ weights["U"] + weights["b"]
+            i, f, g, o = (gates[k * n:(k + 1) * n] for k in range(4))
+            c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+            r = sigmoid(z @ weights["W_r"] + c @ weights["U_r"] + weights["b_r"])
+            h = sigmoid(o) * (np.tanh(c) + r * np.tanh(z @ weights["W_z"] + weights["b_z"]))
+            out[b, t] = h
+    return out
+
+
+def test_the_late_fusion_lstm_computes_its_equations():
+    rng = np.random.default_rng(2)
+    layer = LateFusionLSTM(5, attention_size=3)
+    x = rng.normal(size=(3, 4, 6)).astype(np.float32)
+    s = rng.normal(size=(3, 3, 4)).astype(np.float32)
+    mask = np.array([[1, 1, 1], [0, 1, 1], [0, 0, 0]], np.float32)
+    layer([x, s, mask])
+    attention = layer.cell.context_attention
+    variables = {"W": layer.cell.kernel, "U": layer.cell.recurrent_kernel, "b": layer.cell.bias,
+                 "W_a": attention.context_kernel, "U_a": attention.query_kernel,
+                 "b_a": attention.attention_bias, "v": attention.score_vector,
+                 "W_r": attention.gate_context_kernel, "U_r": attention.gate_hidden_kernel,
+                 "b_r": attention.gate_bias, "W_z": attention.fusion_kernel,
+                 "b_z": attention.fusion_bias}
+    weights = {}
+    for name, variable in variables.items():
+        weights[name] = rng.normal(scale=0.5, size=variable.shape).astype(np.float32)
+        variable.assign(weights[name])
+    np.testing.assert_allclose(layer([x, s, mask]).numpy(), numpy_late_fusion(weights, x, s, mask),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fusion_mode", ["late", "output"])
+def test_only_late_fusion_lets_the_recurrence_see_the_context(fusion_mode):
+    """Two documents' contexts, the same words. With late fusion h_t (which feeds the next
+    step's gates) differs, so the memory carried from step 2 on differs too, while the memory
+    of step 1, computed before any context entered, does not; with output fusion the LSTM's
+    carried state never depends on the context, only its fused outputs do."""
+    tf.keras.utils.set_random_seed(3)
+    model = build_model(tiny_config(context_sentences=2, context_words=3,
+                                    lclm_fusion=fusion_mode), LM, TOPIC)
+    one, other = (model.context(model_batch(p)) for p in (
+        [[[0, 0, 0], [1, 2, 0]], [[3, 0, 0], [4, 4, 1]]],
+        [[[2, 2, 2], [3, 0, 0]], [[1, 0, 0], [1, 2, 3]]]))
+    inputs = model_batch(np.zeros((2, 2, 3)))["inputs"]
+
+    def run(context, steps):
+        hidden, [[h, c]] = model.encode(inputs[:, :steps], context)
+        return hidden.numpy(), h.numpy(), c.numpy()
+
+    first, second = run(one, 1), run(other, 1)
+    assert np.abs(first[0] - second[0]).max() > 1e-4                # the outputs see it
+    np.testing.assert_allclose(first[2], second[2], atol=1e-7)       # c_1 never does
+    first, second = run(one, 5), run(other, 5)
+    assert np.abs(first[0] - second[0]).max() > 1e-4
+    if fusion_mode == "late":
+        assert isinstance(model.rnns[-1], LateFusionLSTM)
+        assert np.abs(first[2] - second[2]).max() > 1e-4             # c_5 saw h_1..h_4
+        assert np.abs(first[1] - second[1]).max() > 1e-4
+    else:
+        assert not any(isinstance(layer, LateFusionLSTM) for layer in model.rnns)
+        np.testing.assert_allclose(first[2], second[2], atol=1e-7)
+        np.testing.assert_allclose(first[1], second[1], atol=1e-7)
 
 
 # ------------------------------------------------------------------------ the model

@@ -166,6 +166,36 @@ def test_model_dropout_only_in_training():
     assert not np.allclose(trained["document_vector"].numpy(), first["document_vector"].numpy())
 
 
+@pytest.mark.parametrize("dropout_on", ["embeddings", "document"])
+def test_dropout_hits_the_embeddings_or_the_document_vector(dropout_on):
+    """``document`` (the paper's text): every feature of d in training is 0 or d / keep.
+    ``embeddings`` (the authors' code): d is the pooling of dropped word embeddings, which is
+    not such a dropped copy of d, and equals the pooling of the embeddings with the same
+    elements dropped. s is dropped either way."""
+    keras.utils.set_random_seed(4)
+    model = make_model(dropout=0.5, dropout_on=dropout_on)
+    assert ConvolutionalTopicModel.from_config(model.get_config()).dropout_on == dropout_on
+    clean = model(DOCS)["document_vector"].numpy()
+    trained = model(DOCS, training=True)
+    d = trained["document_vector"].numpy()
+    dropped_copy = np.isclose(d, 0.0, atol=1e-7) | np.isclose(d, clean / 0.5, atol=1e-5)
+    assert not np.allclose(d, clean)
+    assert dropped_copy.all() == (dropout_on == "document")
+    assert not np.allclose(trained["topic_vector"].numpy(), trained["mean_topic"].numpy())
+    if dropout_on == "embeddings":
+        keras.utils.set_random_seed(4)
+        again = make_model(dropout=0.5, dropout_on=dropout_on)
+        again(DOCS)
+        words = again.convolution.embed(DOCS)
+        masked = again.dropout_layer(words, training=True)
+        np.testing.assert_allclose(again.convolution.pool(masked, DOCS).numpy(), d, atol=1e-5)
+
+
+def test_dropout_placement_is_checked():
+    with pytest.raises(ValueError, match="dropout_on"):
+        make_model(dropout_on="d")
+
+
 def test_model_matches_its_parts():
     model = make_model()
     out = model(DOCS)

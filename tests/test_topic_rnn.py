@@ -10,7 +10,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorboard.backend.event_processing import event_accumulator
 
+from evaluate.scalars import epoch_means
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
+from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.models.topic_rnn import TopicRNN, stop_word_mask
@@ -259,6 +261,10 @@ def test_tiny_run_trains_and_logs_its_terms(tmp_path):
         acc.Tags()["tensors"])
     losses = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/loss")]
     assert np.mean(losses[-3:]) < np.mean(losses[:3])
+    kl = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors("train/topic_rnn_kl")]
+    assert epoch_means(run_dir, "train/topic_rnn_kl") == [pytest.approx(np.mean(kl))]
+    with pytest.raises(UserError, match="no scalar 'train/nothing'"):
+        epoch_means(run_dir, "train/nothing")
 
     beta = run.model.topic_word().numpy()
     stop = stop_word_mask(run.lm_vocab.words, load_stopwords()) > 0

@@ -24,6 +24,7 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, MODES, OPTIMIZERS, PR
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
+from tcnlm_tf.vocab import TOP_AMONG
 
 #: flags that may change when a run is resumed (the training budget, and the learning rate
 #: to continue after a non-finite loss); all others are fixed
@@ -79,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--min-freq", type=int, help="LM vocabulary: minimum word count (10)")
     data.add_argument("--topic-min-docs", type=int,
                       help="topic vocabulary: minimum document frequency (100; synthetic: 5)")
+    data.add_argument("--topic-top-among", choices=TOP_AMONG,
+                      help="topic vocabulary: the most frequent 0.1 %% of which words are left "
+                      "out: types (every word type of the training split, the TDLM authors' "
+                      "code) or lm_vocab (the LM vocabulary's words, this project before "
+                      "issue 23) (default: types)")
     data.add_argument("--stopwords", help="stop-word list for the topic vocabulary "
                       "(default: tcnlm_tf/resources/stopwords_en.txt)")
     data.add_argument("--max-bow", type=int, help="document-context words per sentence (300)")

@@ -14,31 +14,43 @@ N = ``context_sentences``, W = ``context_words``, e = ``embedding_dim``, H = hid
   ``s_l = (1 / |bag_l|) Σ_{w in bag_l} E_c[w]``, the mean of a context embedding E_c
   (separate from the LM's input embedding, over the topic vocabulary): ``s`` [B, N, e]. A
   sentence with no topic word, or none at all (before the document's start), is masked out.
-* the LM: embedding -> dropout -> LSTM layers (Keras LSTM: memory c_t, state h_t) -> dropout,
-  as the plain LSTM; the recurrence never sees the context.
-* attention with the top layer's output h_t as query
-  (:class:`layers.context_attention.ContextAttention`):
-  ``e_{t,l} = vᵀ tanh(W_a s_l + U_a h_t + b_a)``, ``α_{t,l}`` = softmax of ``e_{t,l}`` over
-  the real sentences l, ``z_t = Σ_l α_{t,l} s_l`` ([B, L, e]; z_t = 0 when the document has
-  no preceding sentence).
-* late fusion: ``r_t = σ(W_r z_t + U_r h_t + b_r)``, ``h'_t = h_t + r_t ⊙ tanh(W_z z_t + b_z)``
-  ([B, L, H]); the output layer (the project's, adaptive softmax by default) reads h'_t.
+* the LM: embedding -> dropout -> LSTM layers -> dropout, as the plain LSTM; the top layer
+  is where the context enters, by ``--lclm-fusion``:
 
-Wang and Cho (Sec. 3.2, late fusion) fuse the gated context into the LSTM's memory cell
-just before its output gate: the recurrent c_t carries the within-sentence memory alone, and
-the context is added only to the copy of it that makes h_t. This implementation fuses after
-the LSTM instead, into h_t, so that Keras' LSTM (and its fused kernels) is kept; as in
-theirs, the context never enters c_t, which is what keeps the within-sentence memory and the
-document context separate.
+  - ``late`` (default; Wang and Cho 2016, Sec. 3.2,
+    :class:`layers.context_attention.LateFusionLSTM`): inside the recurrence, with the
+    previous hidden state as the attention's query,
+    ``e_{t,l} = vᵀ tanh(W_a s_l + U_a h_{t-1} + b_a)``, ``α_{t,l}`` = softmax of
+    ``e_{t,l}`` over the real sentences l, ``z_t = Σ_l α_{t,l} s_l``; the LSTM's memory
+    ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ c~_t`` (gates from x_t and h_{t-1} only); the controller
+    gate ``r_t = σ(W_r z_t + U_r c_t + b_r)``; ``h_t = o_t ⊙ (tanh(c_t) + r_t ⊙ tanh(W_z z_t
+    + b_z))``. h_t feeds the output layer and the next step's gates (the recurrence sees
+    the context); the memory cell carried to the next step, c_t, stays free of it.
+  - ``output`` (this project's earlier variant, kept for its runs;
+    :class:`layers.context_attention.ContextAttention`): the plain LSTM runs first and the
+    context is added to each finished output, with h_t as query:
+    ``e_{t,l} = vᵀ tanh(W_a s_l + U_a h_t + b_a)``, ``r_t = σ(W_r z_t + U_r h_t + b_r)``,
+    ``h'_t = h_t + r_t ⊙ tanh(W_z z_t + b_z)``; the context reaches only the output layer
+    (adaptive softmax by default), never the recurrence.
+
+Where this differs from Wang and Cho: their context vectors are bags of words over the whole
+vocabulary, read by a bidirectional RNN over the preceding sentences before the attention;
+here each sentence is the mean embedding of its topic-vocabulary words (stop words and rare
+words removed, as Lau et al.'s baseline and every topic model here) and no RNN runs over the
+bags, the attention reads them directly. With several LSTM layers only the top one is fused.
+Their paper's text was not at hand when this was written: the equations above follow its
+Sec. 3.2 as read from secondary sources (a controller gate on the context and the memory
+cell, fused just before the output gate); no equation numbers are cited for that reason.
 """
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
 
-from layers.context_attention import ContextAttention
+from layers.context_attention import ContextAttention, LateFusionLSTM
 from tcnlm_tf.models.base import Context
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
+from tcnlm_tf.models.registry import LCLM_FUSIONS as FUSIONS
 
 
 class LCLM(RecurrentLanguageModel):
@@ -47,26 +59,46 @@ class LCLM(RecurrentLanguageModel):
     empty or missing one.
 
     Shapes: batch ``preceding`` [B, N, W] topic-vocabulary ids (0: padding) -> s [B, N, e];
-    the LM's top-layer outputs [B, L, H] -> h' [B, L, H] (attention and late fusion) before
+    ``fusion="late"``: the top LSTM layer reads s at every step and returns h [B, L, H];
+    ``fusion="output"``: its outputs [B, L, H] -> h' [B, L, H] (attention and fusion) before
     the output layer."""
 
     context_inputs = ("preceding",)
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, context_sentences: int = 4,
-                 context_words: int = 50, embedding_dim: int = 300, **kwargs):
+                 context_words: int = 50, embedding_dim: int = 300, fusion: str = "late",
+                 **kwargs):
+        if fusion not in FUSIONS:
+            raise ValueError(f"LCLM fusion must be one of {FUSIONS}, got {fusion!r}")
+        self.fusion_mode = fusion            # before super().__init__, which calls make_layer
         super().__init__(vocab_size, embedding_dim=embedding_dim, **kwargs)
         self.context_sentences, self.context_words = context_sentences, context_words
         self.context_embedding = keras.layers.Embedding(topic_vocab_size, embedding_dim,
                                                         name="context_embedding")
-        self.fusion = ContextAttention(self.hidden_size, name="context_attention")
+        if fusion == "output":
+            self.fusion = ContextAttention(self.hidden_size, name="context_attention")
 
     @classmethod
     def create(cls, config, lm_vocab, topic_vocab, run_dir=None) -> "LCLM":
         m = config.model
         return cls(topic_vocab_size=len(topic_vocab),
                    context_sentences=m.option("context_sentences"),
-                   context_words=m.option("context_words"), name="lclm",
-                   **cls.lm_arguments(config, lm_vocab, run_dir))
+                   context_words=m.option("context_words"), fusion=m.option("lclm_fusion"),
+                   name="lclm", **cls.lm_arguments(config, lm_vocab, run_dir))
+
+    def embedding_tables(self):
+        """The LM's input embedding and the context embedding E_c (topic vocabulary)."""
+        return super().embedding_tables() + [(self.context_embedding.embeddings, "topic")]
+
+    def _fused(self, index: int) -> bool:
+        """Whether LSTM layer ``index`` is the late-fusion one (the top layer)."""
+        return self.fusion_mode == "late" and index == self.num_layers - 1
+
+    def make_layer(self, index: int) -> keras.layers.Layer:
+        if self._fused(index):
+            return LateFusionLSTM(self.hidden_size, return_sequences=True, return_state=True,
+                                  name=f"late_fusion_lstm_{index}")
+        return super().make_layer(index)
 
     @property
     def context_options(self) -> dict[str, int]:
@@ -83,8 +115,16 @@ class LCLM(RecurrentLanguageModel):
         return Context({"sentences": total / tf.maximum(count, 1.0),
                         "sentence_mask": tf.cast(count[..., 0] > 0, tf.float32)})
 
+    def run_layer(self, layer, x, context, state, training):
+        if isinstance(layer, LateFusionLSTM):
+            return layer([x, context["sentences"], context["sentence_mask"]],
+                         initial_state=state, training=training)
+        return super().run_layer(layer, x, context, state, training)
+
     def encode(self, inputs, context, training=False, state=None, reset=None):
-        """LSTM outputs fused with the attended context: h' [B, L, H]."""
+        """The top layer's outputs [B, L, H], fused with the attended context inside the
+        recurrence (``late``) or after it (``output``)."""
         hidden, new_state = super().encode(inputs, context, training, state, reset)
-        fused = self.fusion([hidden, context["sentences"], context["sentence_mask"]])
-        return fused, new_state
+        if self.fusion_mode == "output":
+            hidden = self.fusion([hidden, context["sentences"], context["sentence_mask"]])
+        return hidden, new_state

@@ -6,7 +6,9 @@ output hidden state h_t to predict the next word (h'_t = h_t ⊕ q). Unlike tdlm
 model and topic model are trained separately."
 
 * LDA (:meth:`LDALSTM.prepare`, once on a fresh run, before the LM trains): gensim's online
-  variational Bayes (Hoffman et al. 2010) on the training split's documents as bags of
+  variational Bayes (Hoffman et al. 2010) in place of the paper's Gibbs sampling (a
+  deviation: the same model, fitted by another approximate inference), on the training
+  split's documents as bags of
   topic-vocabulary ids (all of each document's topic words, not only the first ``max_bow``),
   T = ``--num-topics`` topics, symmetric priors alpha = ``--lda-alpha`` (0.1) and eta =
   ``--lda-eta`` (0.01), ``--lda-passes`` passes, ``--lda-inference-steps`` E-step iterations
@@ -101,7 +103,9 @@ class LDALSTM(RecurrentLanguageModel, TopicModel):
 
     def prepare(self, corpus, run_dir, log) -> None:
         """Fit LDA on the training documents, save it to ``run_dir/lda/lda.model`` and copy
-        its topics into :attr:`lda`'s weights."""
+        its topics into :attr:`lda`'s weights (after the ``--embeddings`` of
+        :meth:`RecurrentLanguageModel.prepare`)."""
+        super().prepare(corpus, run_dir, log)
         from gensim.models import LdaModel
 
         documents = lda_documents(corpus.splits["train"])

@@ -72,8 +72,10 @@ class RecurrentLanguageModel(LanguageModel):
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
                  num_layers: int = 1, dropout: float = 0.4, decoder: str = "adaptive",
-                 decoder_options: dict[str, Any] | None = None, **kwargs):
+                 decoder_options: dict[str, Any] | None = None,
+                 embeddings_file: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        self.embeddings_file = embeddings_file
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -90,7 +92,37 @@ class RecurrentLanguageModel(LanguageModel):
         m = config.model
         return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
+                    embeddings_file=m.option("embeddings"),
                     **decoders.output_arguments(config, lm_vocab, run_dir))
+
+    def embedding_tables(self) -> list[tuple[Any, str]]:
+        """The model's word-embedding tables that ``--embeddings`` initialises, as
+        ``(variable [words, e], vocabulary)`` with vocabulary ``"lm"`` or ``"topic"`` (row
+        i is word i of the run's LM or topic vocabulary): the LM's input embedding here
+        (shared with the output layer when it is tied); subclasses add their own."""
+        return [(self.embedding.embeddings, "lm")]
+
+    def prepare(self, corpus, run_dir, log) -> None:
+        """With ``--embeddings FILE``: every table of :meth:`embedding_tables` from the file's
+        vectors (one pass over it); words it lacks keep a random initialisation, counted in
+        the log. Subclasses with one-off work of their own call this first."""
+        if not self.embeddings_file:
+            return
+        from tcnlm_tf.embeddings import read_vectors
+
+        vocabularies = {"lm": list(corpus.lm_vocab.words),
+                        "topic": list(corpus.topic_vocab.words)}
+        tables = self.embedding_tables()
+        needed = list(dict.fromkeys(w for _, name in tables for w in vocabularies[name]))
+        vectors, found = read_vectors(self.embeddings_file, needed, self.embedding.output_dim)
+        row = {word: i for i, word in enumerate(needed)}
+        for variable, name in tables:
+            rows = [row[w] for w in vocabularies[name]]
+            variable.assign(vectors[rows])
+            hits = int(found[rows].sum())
+            log(f"embeddings: {hits} of {len(rows)} {name.upper()} words found in "
+                f"{self.embeddings_file} for {variable.path}; the other {len(rows) - hits} "
+                f"keep a random initialisation")
 
     # ---------------------------------------------------------- subclass hooks
     def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:

@@ -30,11 +30,18 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
 
 
+#: ``Option.legacy`` of an option whose runs from before it existed used its default
+SAME_AS_DEFAULT = object()
+
+
 @dataclasses.dataclass(frozen=True)
 class Option:
     """A model-specific setting: the ``train.run`` flag ``--<name with dashes>`` (or
     ``flag``), stored as ``ModelConfig.options[name]``. ``valid(value)`` says whether a value
-    is allowed; ``requirement`` completes the error message (``--flag <requirement>``)."""
+    is allowed; ``requirement`` completes the error message (``--flag <requirement>``).
+    ``legacy`` is the value that a run saved before the option existed behaves as (its
+    ``config.json`` lacks it; :meth:`RunConfig.from_dict` fills it in), when that differs
+    from the default a new run gets."""
 
     name: str
     type: Callable[[str], Any]
@@ -44,6 +51,7 @@ class Option:
     requirement: str = ""
     flag: str | None = None
     metavar: str | None = None
+    legacy: Any = SAME_AS_DEFAULT
 
     @property
     def option_string(self) -> str:
@@ -85,7 +93,8 @@ NTM_WEIGHTING = Option("ntm_weighting", str, WEIGHTINGS[0],
                        "weight of each example's topic-model term: sentence (eq. 17 once per "
                        "sentence and its document minus the sentence, as the paper; a sentence "
                        "cut into several sequences counts once) or document (once per "
-                       "document per epoch)", lambda v: v in WEIGHTINGS,
+                       "document per epoch: Topic-RNN's per-document ELBO)",
+                       lambda v: v in WEIGHTINGS,
                        f"must be one of {', '.join(WEIGHTINGS)}", metavar="|".join(WEIGHTINGS))
 #: what conditions a topic-guided LM: the inferred t, or a constant uniform t (an ablation
 #: that keeps the architecture without the topic information)
@@ -96,6 +105,18 @@ TOPIC_INPUT = Option("topic_input", str, TOPIC_INPUTS[0],
                      "topic information; the topic model still trains)",
                      lambda v: v in TOPIC_INPUTS, f"must be one of {', '.join(TOPIC_INPUTS)}",
                      metavar="|".join(TOPIC_INPUTS))
+#: LCLM's --lclm-fusion (tcnlm_tf.models.lclm)
+LCLM_FUSIONS = ("late", "output")
+#: TDLM's --topic-dropout-on (layers.topic_attention.DROPOUT_PLACEMENTS)
+TOPIC_DROPOUT_PLACEMENTS = ("embeddings", "document")
+#: every model's: pre-trained vectors for its word-embedding tables (Lau et al. 2017,
+#: footnote 10: all compared models start from the same word2vec vectors)
+EMBEDDINGS = Option("embeddings", str, None,
+                    "word2vec file (text or binary, e.g. from python -m train.word2vec) that "
+                    "initialises the model's word-embedding tables: the LM's input embedding "
+                    "and, where there is one, the topic side's (TDLM's document words, LCLM's "
+                    "context words); words it lacks keep a random initialisation",
+                    metavar="FILE")
 NTM_OPTIONS = (NUM_TOPICS, NTM_HIDDEN, DIVERSITY, TOPIC_WORD_SCALE, NTM_WEIGHTING, TOPIC_INPUT)
 NTM_TEST_FLAGS = ("--num-topics", "4", "--ntm-hidden", "16,16")
 
@@ -128,6 +149,11 @@ class ModelSpec:
     @property
     def option_names(self) -> set[str]:
         return {option.name for option in self.options}
+
+    def __post_init__(self):
+        # every model has an LM word-embedding table, so every model takes --embeddings
+        if EMBEDDINGS not in self.options:
+            object.__setattr__(self, "options", self.options + (EMBEDDINGS,))
 
     def model_class(self):
         module, name = self.target.split(":")
@@ -184,12 +210,17 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
             Option("topic_dim", int, 50, "size b of the topic vector s", _positive,
                    "must be a positive integer"),
             Option("topic_dropout", float, 0.6,
-                   "topic-model dropout rate on d and s (the paper's keep probability 0.4)",
+                   "topic-model dropout rate (the paper's keep probability 0.4)",
                    lambda v: 0 <= v < 1, "must be in [0, 1)"),
+            Option("topic_dropout_on", str, TOPIC_DROPOUT_PLACEMENTS[0],
+                   "what the topic-model dropout hits besides s: embeddings (the document's "
+                   "word embeddings before the convolution, the authors' code) or document "
+                   "(the pooled d, the paper's text)",
+                   lambda v: v in TOPIC_DROPOUT_PLACEMENTS,
+                   f"must be one of {', '.join(TOPIC_DROPOUT_PLACEMENTS)}",
+                   metavar="|".join(TOPIC_DROPOUT_PLACEMENTS), legacy="document"),
             Option("topic_targets", int, 3, "document words m1 the topic model predicts per "
                    "example", _positive, "must be a positive integer"),
-            Option("embeddings", str, None, "word2vec file (text or binary) that initialises "
-                   "both components' word embeddings", metavar="FILE"),
             Option("doc_labels", str, None, "directory with train.txt (valid.txt, test.txt): "
                    "one label per corpus line, trained as a classification task (Sec. 6.1)",
                    metavar="DIR"),
@@ -199,6 +230,7 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
             Option("tag_dim", int, 5, "size f of a tag vector", _positive,
                    "must be a positive integer")),
         has_topics=True,
+        compare_rows={"tdlm": (), "tdlm-dropout-document": ("--topic-dropout-on", "document")},
         test_flags=("--num-topics", "4", "--num-filters", "6", "--topic-dim", "8")),
     ModelSpec(
         "lda_lstm", "tcnlm_tf.models.lda_lstm:LDALSTM",
@@ -219,20 +251,32 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec(
         "lclm", "tcnlm_tf.models.lclm:LCLM",
         "Larger-context LM: attention over the bags of words of the preceding sentences, "
-        "fused late with the LSTM output (Wang and Cho 2016)",
+        "fused late with the LSTM's memory cell (Wang and Cho 2016)",
         options=(
             Option("context_sentences", int, 4, "preceding sentences of the document read as "
                    "context (4, as tuned by Lau et al. 2017)", _positive,
                    "must be a positive integer"),
             Option("context_words", int, 50, "topic-vocabulary words kept per context sentence",
-                   _positive, "must be a positive integer")),
+                   _positive, "must be a positive integer"),
+            Option("lclm_fusion", str, LCLM_FUSIONS[0],
+                   "where the attended context enters: late (fused with the memory cell "
+                   "into h_t, which feeds the next step: Wang and Cho 2016) or output (added "
+                   "to the finished LSTM output: the output layer alone sees it)",
+                   lambda v: v in LCLM_FUSIONS, f"must be one of {', '.join(LCLM_FUSIONS)}",
+                   metavar="|".join(LCLM_FUSIONS), legacy="output")),
+        compare_rows={"lclm": (), "lclm-output-fusion": ("--lclm-fusion", "output")},
         test_flags=("--context-sentences", "2", "--context-words", "6")),
     ModelSpec(
         "topic_rnn", "tcnlm_tf.models.topic_rnn:TopicRNN",
         "Topic-RNN: a Gaussian document vector theta biases the non-stop-word softmax "
         "(Dieng, Wang, Gao, Paisley 2017)",
         options=(NUM_TOPICS, NTM_HIDDEN, NTM_WEIGHTING),
-        defaults={"decoder": "softmax"}, has_topics=True, test_flags=NTM_TEST_FLAGS,
+        # the paper's ELBO is per document: its KL once per document, not once per sentence
+        # (which held theta at the prior: tcnlm_tf/models/topic_rnn.py)
+        defaults={"decoder": "softmax", "ntm_weighting": "document"}, has_topics=True,
+        compare_rows={"topic_rnn": (),
+                      "topic_rnn-kl-per-sentence": ("--ntm-weighting", "sentence")},
+        test_flags=NTM_TEST_FLAGS,
         checks=((lambda m: m.decoder == "softmax" and not m.tie_embeddings,
                  "--model topic_rnn adds b^T theta to a full softmax's logits; use --decoder "
                  "softmax without --tie-embeddings"),)),

@@ -26,32 +26,51 @@ holds ``train.txt`` (and, to use them for validation and test, ``valid.txt``/``t
 with one line per line of the corpus file: a label; or the document's tags separated by TABs
 (as the authors' tag files).
 
-Choices (the paper first; its reference code, jhlau/topically-driven-language-model, where
-the paper is silent; ours where neither says):
+Choices. Where the paper's text and the authors' code (jhlau/topically-driven-language-model,
+``tdlm_model.py``, ``util.py``, ``tdlm_train.py``) disagree, the code produced the published
+numbers and is followed by default, the text offered as an option; where both are silent the
+choice is ours:
 
 * sizes (Table 1): h = 2 (``--filter-widths``, a list), a = 20 filters per width
   (``--num-filters``), b = 50 (``--topic-dim``), m1 = 3 topic-model targets per example
   (``--topic-targets``), m3 = ``--max-bow`` (300) document words, m2 = ``--seq-len`` (30),
   batch 64, k in {50, 100, 150} (``--num-topics``; Table 1's 100/150/200 disagrees with
   every results table, which use 50/100/150);
-* dropout: the paper's keep probabilities, 0.4 for the topic model (``--topic-dropout``
-  0.6 as a drop rate) on d and on s (the paper; the code drops the document's word
-  embeddings instead of d) and 0.6 for the LM (``--dropout`` 0.4) on its input embeddings
-  and every LSTM layer's output;
+* topic-model dropout, keep probability 0.4 (``--topic-dropout`` 0.6 as a drop rate), on s
+  and, by ``--topic-dropout-on``: ``embeddings`` (default, the code: the document's word
+  embeddings before the convolution, each element dropped on its own) or ``document`` (the
+  text, Sec. 3.3: "on d and s"; this project's behaviour before issue 23, and what a run
+  saved before it was trained with). Dropping 60 % of the 20 features of d can leave the
+  attention nothing to tell documents apart: on a toy LDA corpus the topic model trained
+  that way collapsed onto one topic. The LM's dropout, keep 0.6 (``--dropout`` 0.4), hits
+  its input embeddings and every LSTM layer's output, as both say;
 * the gate of eq. 3 sits on the top LSTM layer, its z and r biases start at 1 (the code);
-* the topic model's input is the topic-vocabulary words of the document (stop words, the
-  most frequent 0.1 % and rare words removed, as the code's ``tm_ignore``), first m3, and
-  padding takes no part in the max over time (ours; the code pools over padding too); its
-  examples are the document's topic words cut into consecutive chunks of m1, each with the
-  whole document as input (the code); its softmax is over the full LM vocabulary (the code);
+* the topic model's input is the topic-vocabulary words of the document, first m3 (the
+  code's ``tm_ignore``: stop words, symbols and clitics, rare words and the most frequent
+  0.1 % of *all* word types of the training split removed; ``--topic-top-among lm_vocab``
+  takes the 0.1 % of the LM vocabulary instead, as this project did before issue 23 and as
+  runs saved before it keep; on the APNEWS sample and the synthetic corpus both rules give
+  the same vocabulary), and padding takes no part in the max over time (ours; the code
+  pools over padding too); its examples are the document's topic words cut into consecutive
+  chunks of m1, each with the whole document as input (the code); its softmax is over the
+  full LM vocabulary (the code);
 * word embeddings of the two components are separate (footnote 4), optionally initialised
-  from word2vec vectors (``--embeddings FILE``, text or binary; the paper used 300-d Google
-  News vectors; words missing from the file keep a random initialisation, counted in the log);
+  from word2vec vectors (``--embeddings FILE``, which every model of the project takes:
+  footnote 10 gives the baselines the same vectors; the paper used 300-d Google News
+  vectors, ``python -m train.word2vec`` trains vectors on a corpus's training split as the
+  authors' ``word2vec_train.py`` does; words missing from the file keep a random
+  initialisation, counted in the log);
 * topics (Sec. 5): softmax(B W + b), the topic model's output layer applied to each row B_k;
   a document's topic distribution is the attention p; generation from topic k uses s = B_k
   (Sec. 7), from a mixture t uses s = B^T t;
-* the LM's output layer is the project's (adaptive softmax by default, ``--softmax full`` for
-  the paper's dense softmax), so TDLM and its baselines share it.
+* the LM's output layer is the project's (adaptive softmax by default, ``--decoder softmax``
+  for the paper's dense softmax), so TDLM and its baselines share it;
+* the schedule and stopping rule are the project's, shared by every model (the learning
+  rate halved after an epoch without a better validation perplexity, training stopped
+  after ``--patience`` such epochs, the best validation weights scored). The authors' code
+  keeps Adam's rate constant for a fixed number of epochs and, from the sixth epoch on,
+  restores the previous epoch's weights whenever validation perplexity gets worse; the
+  paper states neither rule.
 """
 from __future__ import annotations
 
@@ -113,20 +132,20 @@ class TDLM(RecurrentLanguageModel, TopicModel):
     def __init__(self, vocab_size: int, topic_vocab_size: int, topic_to_lm: Sequence[int],
                  num_topics: int = 50, filter_widths: Sequence[int] = (2,),
                  num_filters: int = 20, topic_dim: int = 50, topic_dropout: float = 0.6,
-                 topic_targets: int = 3, max_doc_words: int = 300,
+                 topic_dropout_on: str = "embeddings", topic_targets: int = 3,
+                 max_doc_words: int = 300,
                  tags: dict[str, list[list[int]]] | None = None, num_tags: int = 0,
                  tag_dim: int = 5, labels: dict[str, list[int]] | None = None,
-                 num_labels: int = 0, embedding_dim: int = 300,
-                 embeddings_file: str | None = None, **kwargs):
+                 num_labels: int = 0, embedding_dim: int = 300, **kwargs):
         self.num_topics = num_topics
         super().__init__(vocab_size, embedding_dim=embedding_dim, **kwargs)
         self.topic_targets, self.max_doc_words = topic_targets, max_doc_words
-        self.embeddings_file = embeddings_file
         self.topic_to_lm = tf.constant(np.asarray(topic_to_lm, np.int32))
         self.topic_model = ConvolutionalTopicModel(
             topic_vocab_size, vocab_size, num_topics, embedding_dim=embedding_dim,
             filter_widths=tuple(filter_widths), num_filters=num_filters, topic_dim=topic_dim,
-            dropout=topic_dropout, num_tags=num_tags, tag_dim=tag_dim, num_labels=num_labels,
+            dropout=topic_dropout, dropout_on=topic_dropout_on, num_tags=num_tags,
+            tag_dim=tag_dim, num_labels=num_labels,
             name="topic_model")
         self.gate = TopicGate(self.hidden_size, name="topic_gate")
         self.tags = {split: np.asarray(rows, np.int32) for split, rows in (tags or {}).items()}
@@ -162,8 +181,8 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                    num_topics=m.option("num_topics"), filter_widths=m.option("filter_widths"),
                    num_filters=m.option("num_filters"), topic_dim=m.option("topic_dim"),
                    topic_dropout=m.option("topic_dropout"),
+                   topic_dropout_on=m.option("topic_dropout_on"),
                    topic_targets=m.option("topic_targets"), max_doc_words=config.data.max_bow,
-                   embeddings_file=m.option("embeddings"),
                    name="tdlm", **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     # ------------------------------------------------------------ the LM side
@@ -184,20 +203,11 @@ class TDLM(RecurrentLanguageModel, TopicModel):
             return {}
         return {"tags": self.tags[split][arrays.doc_lines - 1]}
 
-    def prepare(self, corpus, run_dir, log) -> None:
-        """With ``--embeddings``: both components' word embeddings from the file."""
-        path = self.embeddings_file
-        if not path:
-            return
-        from tcnlm_tf.embeddings import load_vectors
-
-        words = list(corpus.lm_vocab.words)
-        vectors, found = load_vectors(path, words, self.embedding.output_dim)
-        self.embedding.embeddings.assign(vectors)
-        self.topic_model.convolution.embeddings.assign(
-            tf.gather(vectors, self.topic_to_lm))
-        log(f"embeddings: {found} of {len(words)} LM words found in {path}; the other "
-            f"{len(words) - found} keep a random initialisation")
+    def embedding_tables(self):
+        """The LM's input embedding and the topic model's document-word embedding (separate
+        tables, footnote 4; both from ``--embeddings`` as the paper)."""
+        return super().embedding_tables() + [(self.topic_model.convolution.embeddings,
+                                              "topic")]
 
     # ------------------------------------------------------- topic interface
     def infer_topics(self, batch, training=False, sample=None) -> tf.Tensor:

@@ -23,10 +23,16 @@ l observed as l(y) from the stop-word list:
 
     sum_t w_t [log p(y_t | h_t, theta, l(y_t)) + log p(l(y_t) | h_t)] - KL(q(theta|d) || N(0, I))
 
-with one reparameterised sample of theta per sentence (the posterior mean at evaluation)
-and one KL per sentence: a sentence cut into several sequences weights each one's KL by
-``batch["context_weight"]`` (:mod:`tcnlm_tf.pipeline`; ``--ntm-weighting document``: one KL
-per document and epoch).
+with one reparameterised sample of theta per sentence (the posterior mean at evaluation).
+
+The KL is the paper's: once per document (its ELBO is a document's words plus one KL), so
+each sentence example weighs its KL by ``batch["context_weight"]`` = 1 / (the document's
+examples in the epoch) (:mod:`tcnlm_tf.pipeline`, ``--ntm-weighting document``, this
+model's default). Charging the whole KL once per sentence instead (``--ntm-weighting
+sentence``, what this project did before) multiplies the price of information in theta by
+the document's sentence count, and the optimum is then a theta at the prior: on the
+synthetic corpus Topic-RNN trained that way stayed at the LSTM's perplexity; weighted per
+document it does not (RESULTS.md, issue 23).
 ``ModelOutput.target_log_probs`` holds the marginal log p(y_t | h_t, theta), so the
 training loop's NLL is the honest one; ``aux_loss`` adds, for every real target,
 
@@ -86,7 +92,7 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
 
     def __init__(self, vocab_size: int, topic_vocab_size: int, stop_mask: Sequence[float],
                  num_topics: int = 50, ntm_hidden_units: Sequence[int] = (256, 256),
-                 ntm_weighting: str = "sentence", **kwargs):
+                 ntm_weighting: str = "document", **kwargs):
         self.num_topics = num_topics  # before super().__init__, which builds the output layer
         super().__init__(vocab_size, **kwargs)
         self.ntm_weighting = ntm_weighting
@@ -121,7 +127,9 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
 
     def prepare(self, corpus, run_dir: Path, log: Callable[[str], None]) -> None:
         """Write the LM-vocabulary words of the stop mask to ``run_dir/stop_words.txt``,
-        from which :meth:`create` rebuilds the mask of a resumed or loaded run."""
+        from which :meth:`create` rebuilds the mask of a resumed or loaded run (after the
+        ``--embeddings`` of :meth:`RecurrentLanguageModel.prepare`)."""
+        super().prepare(corpus, run_dir, log)
         words = [w for w, stop in zip(corpus.lm_vocab.words, self.stop_mask.numpy()) if stop]
         write_lines(Path(run_dir) / STOP_WORDS_FILE, words)
         log(f"Topic-RNN: {len(words)} stop words of the LM vocabulary written to "
@@ -147,8 +155,8 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
     def context(self, batch, training=False) -> Context:
         """theta [B, K] (a sample while training, the posterior mean otherwise), with
         KL(q(theta|d) || N(0, I)) summed with the examples' ``context_weight`` as ``aux_loss``
-        (a sentence cut into several sequences counts its KL once) and, unweighted, as
-        metric ``topic_rnn_kl``."""
+        (a document, or with ``sentence`` weighting a sentence, counts its KL once) and,
+        unweighted, as metric ``topic_rnn_kl``."""
         posterior = self._posterior(batch, training)
         kl = tf.reduce_sum(batch["context_weight"] * posterior["kl"])
         return Context({"theta": posterior["theta"]}, aux_loss=kl,
