@@ -42,7 +42,10 @@ Sources (``build_knowledge_base(spec, words)``)
     record is one sense of its word. Stricter than theirs: a record without ``W_C``, without
     a ``DEF`` after its ``W_C``, or with a ``DEF`` that has no sememe is a :class:`UserError`
     naming the file and line. The file is UTF-8 (a BOM is allowed) or else GB18030, HowNet's
-    original encoding. Nothing needs HowNet installed.
+    original encoding. Nothing needs HowNet installed. As in their ``hownet.py``, the
+    corpus's placeholders and 14 punctuation marks get fixed senses besides the file's
+    (:data:`HOWNET_SPECIAL_ENTRIES`): ``<N>`` {基数}; ``<year>``, ``<date>``, ``<hour>``
+    {时间, 年|月|时, 特定}; （ 『 …… ● 《 — ——— 』 》 △ 、 ） ℃ ▲ {标点}.
 ``wordnet``
     English WordNet 3.0 as Debian's ``wordnet-base`` installs it (``/usr/share/wordnet``, or
     ``$TCNLM_WORDNET_DIR``), read with nltk's ``WordNetCorpusReader`` without
@@ -329,11 +332,26 @@ def read_hownet(path: str | Path) -> list[tuple[str, frozenset[str]]]:
     return entries
 
 
+#: what the SDLM authors' ``LM/hownet.py`` gives the corpus's placeholders and the
+#: punctuation marks HowNet.txt lacks (their ``SememeDictionary``, before it reads the file):
+#: numbers are cardinals, years, dates and hours are specific times of their unit
+HOWNET_SPECIAL_ENTRIES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("<N>", frozenset({"基数"})),
+    ("<year>", frozenset({"时间", "年", "特定"})),
+    ("<date>", frozenset({"时间", "月", "特定"})),
+    ("<hour>", frozenset({"时间", "时", "特定"})),
+    *((mark, frozenset({"标点"})) for mark in
+      ("（", "『", "……", "●", "《", "—", "———", "』", "》", "△", "、", "）", "℃", "▲")),
+)
+
+
 def _hownet_senses(entries: list[tuple[str, frozenset[str]]], words: Sequence[str]
                    ) -> dict[int, list[frozenset[str]]]:
+    """``word id -> sememe sets`` of the vocabulary's words: the authors' special entries
+    (:data:`HOWNET_SPECIAL_ENTRIES`) first, then the file's records in file order."""
     index = {w: i for i, w in enumerate(words)}
     senses: dict[int, list[frozenset[str]]] = {}
-    for word, sememes in entries:
+    for word, sememes in (*HOWNET_SPECIAL_ENTRIES, *entries):
         if word in index:
             senses.setdefault(index[word], []).append(sememes)
     return senses

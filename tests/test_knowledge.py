@@ -147,6 +147,30 @@ def test_hownet_words_senses_sememes(toy_kb, toy_file):
     assert_consistent(toy_kb)
 
 
+def test_hownet_gives_placeholders_and_punctuation_the_authors_senses(toy_file):
+    """The SDLM authors' hownet.py maps <N>, <year>, <date>, <hour> and 14 punctuation marks
+    to fixed sememes; a mark HowNet.txt also lists keeps both, equal sets merged; a
+    placeholder or mark outside the vocabulary adds nothing."""
+    extra = toy_file.read_text(encoding="utf-8") + (
+        "\nNO.=000008\nW_C=、\nG_C=PUNC\nE_C=\nW_E=,\nG_E=PUNC\nE_E=\nDEF={punc|标点}\n"
+        "\nNO.=000009\nW_C=《\nG_C=PUNC\nE_C=\nW_E=<\nG_E=PUNC\nE_E=\n"
+        "DEF={punc|标点:modifier={title|书名}}\n")
+    toy_file.write_text(extra, encoding="utf-8")
+    words = VOCAB + ["<N>", "<year>", "<date>", "<hour>", "、", "《", "℃", "。"]
+    kb = knowledge.build_knowledge_base(f"hownet:{toy_file}", words)
+    assert kb.word_senses("<N>") == [["基数"]]
+    assert kb.word_senses("<year>") == [["年", "时间", "特定"]]
+    assert kb.word_senses("<date>") == [["时间", "月", "特定"]]
+    assert kb.word_senses("<hour>") == [["时", "时间", "特定"]]
+    assert kb.word_senses("、") == [["标点"]]                    # the file's equal set merged
+    assert kb.word_senses("《") == [["标点"], ["书名", "标点"]]
+    assert kb.word_senses("℃") == [["标点"]]
+    assert kb.word_senses("。") == [["<private:。>"]]           # not a mark of the list
+    assert not any(kb.private[kb.senses_of(words.index(w))].any()
+                   for w in words[len(VOCAB):-1])
+    assert_consistent(kb)
+
+
 def test_equal_sememe_sets_merge_within_a_word_only(toy_kb):
     apple, fruit = VOCAB.index("苹果"), VOCAB.index("水果")
     assert len(toy_kb.senses_of(apple)) == 2             # three records, two sememe sets
