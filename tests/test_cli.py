@@ -64,6 +64,9 @@ def test_missing_dataset_via_environment_variable(tmp_path):
     (["--cutoffs", "5,3"], "strictly increasing"),
     (["--cutoffs", "0,3"], "positive"),
     (["--cutoffs", "100,5000", "--max-steps", "1"], "below the LM vocabulary size"),
+    (["--dataset", "peoples_daily", "--model", "sdlm"], "needs HowNet's Chinese sememes"),
+    (["--dataset", "peoples_daily", "--decoder", "sdlm", "--knowledge-base", "wordnet"],
+     "--knowledge-base hownet:FILE"),
 ])
 def test_invalid_flags_are_rejected_up_front(tmp_path, args, fragment):
     result = run(*args, "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path))

@@ -30,6 +30,8 @@ from tcnlm_tf.vocab import TOP_AMONG
 #: to continue after a non-finite loss); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
              "keep_checkpoints", "learning_rate"}
+#: corpora in Chinese, for which only a HowNet knowledge base makes sense
+CHINESE_DATASETS = ("peoples_daily",)
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
 #: synthetic corpus whose topic words are spread over fewer documents
 TOPIC_MIN_DOCS = {"synthetic": 5}
@@ -128,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--knowledge-base", metavar="hownet:FILE|wordnet|synthetic",
                        help="--decoder sdlm: word -> sense -> sememe source (HowNet.txt, "
                        "Debian's WordNet 3.0, or the synthetic corpus's generator; default: "
-                       "synthetic on --dataset synthetic, else wordnet)")
+                       "synthetic on --dataset synthetic, else wordnet; --dataset "
+                       "peoples_daily needs hownet:FILE)")
     model.add_argument("--num-bases", type=int,
                        help="--decoder sdlm: basis matrices R of eq. 10 (5)")
     model.add_argument("--sememe-normalization", choices=SEMEME_NORMALIZATIONS,
@@ -209,6 +212,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if "topic_min_docs" not in explicit:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     apply_preset(config.model, set(explicit))
+    if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
+            and not (config.model.knowledge_base or "").startswith("hownet:")):
+        raise UserError(f"--decoder sdlm on --dataset {config.data.dataset} needs HowNet's "
+                        "Chinese sememes: pass --knowledge-base hownet:FILE with the SDLM "
+                        "authors' HowNet.txt (LM/data/HowNet.txt of "
+                        "github.com/thunlp/SDLM-pytorch); English WordNet would leave almost "
+                        "every word a private sense")
     if config.model.decoder == "sdlm" and config.model.knowledge_base is None:
         config.model.knowledge_base = ("synthetic" if config.data.dataset == "synthetic"
                                        else "wordnet")
