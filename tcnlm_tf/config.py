@@ -135,6 +135,7 @@ class TrainConfig:
     learning_rate: float = 1e-3
     clip_norm: float = 5.0
     lr_decay: float = 0.5           # multiply the LR by this when validation does not improve
+    lr_decay_start: int = 1         # first epoch whose end may decay it (and count for patience)
     patience: int = 2               # stop after this many epochs without improvement
     max_steps: int | None = None    # stop (with a checkpoint) after this many optimiser steps
     seed: int = 0
@@ -228,6 +229,7 @@ class RunConfig:
             (t.learning_rate > 0, "--learning-rate must be positive"),
             (t.clip_norm > 0, "--clip-norm must be positive"),
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
+            (t.lr_decay_start >= 1, "--lr-decay-start must be >= 1 (an epoch number)"),
             (t.max_steps is None or t.max_steps >= 1, "--max-steps must be >= 1"),
             (t.checkpoint_minutes >= 0, "--checkpoint-minutes must be >= 0"),
             (t.keep_checkpoints >= 2, "--keep-checkpoints must be >= 2 (one to fall back to "

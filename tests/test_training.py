@@ -207,3 +207,28 @@ def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(
     directory = workdir / "runs" / f"{mode}-cut" / "checkpoints"
     for path in directory.glob("resume-state-*.npz"):
         assert (directory / f"ckpt-{path.stem.rsplit('-', 1)[-1]}.index").is_file()
+
+
+@pytest.mark.parametrize("start, rates, stops", [
+    (1, [1.0, 0.5, 0.25, 0.125], [False, False, True, True]),
+    (3, [1.0, 1.0, 0.5, 0.25], [False, False, False, True]),
+])
+def test_lr_decay_start_keeps_the_rate_and_the_patience_of_earlier_epochs(
+        workdir, start, rates, stops):
+    """Validation improves once, then never: with --lr-decay-start 3 (the SDLM authors'
+    rule, there at 15) epoch 2's end keeps the rate and does not count toward --patience;
+    from epoch 3 on every epoch without improvement halves it, as from epoch 2 by default."""
+    config = config_from_args(build_parser().parse_args(
+        TINY + common(workdir) + ["--run-name", f"decay-{start}", "--learning-rate", "1.0",
+                                  "--lr-decay-start", str(start), "--patience", "2"]))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    trainer = Trainer(config, corpus, workdir / "runs" / f"decay-{start}", log=lambda _: None)
+    perplexities = iter([100.0, 120.0, 130.0, 140.0])
+    trainer.evaluate_perplexity = lambda split: next(perplexities)
+    trainer.evaluate_tasks = lambda split: {}
+    trainer.epoch_summary = {"train_loss": 0.0, "tokens_per_sec": 0.0}
+    got_rates, got_stops = [], []
+    for _ in range(4):
+        got_stops.append(trainer._end_epoch())
+        got_rates.append(float(trainer.learning_rate))
+    assert got_rates == rates and got_stops == stops

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
     train.add_argument("--lr-decay", type=float,
                        help="LR factor after an epoch without improvement (0.5)")
+    train.add_argument("--lr-decay-start", type=int,
+                       help="the first epoch whose end may decay the LR; earlier epochs keep "
+                       "it and do not count toward --patience (1; the SDLM authors' script: "
+                       "15)")
     train.add_argument("--patience", type=int,
                        help="stop after this many epochs without improvement (2)")
     train.add_argument("--max-steps", type=int, help="stop after this many optimiser steps, "

@@ -13,7 +13,8 @@ custom loop with ``strategy.run``:
   Adam or plain SGD (``--optimizer``; Keras's optimizer sums across replicas again, so each replica hands it its 1/R
   share of the already-reduced gradient);
 * after each epoch: validation perplexity; on no improvement the learning rate is multiplied
-  by ``lr_decay`` and after ``patience`` such epochs training stops early;
+  by ``lr_decay`` and after ``patience`` such epochs training stops early (epochs before
+  ``lr_decay_start`` keep the rate and do not count);
 * ``tf.train.CheckpointManager`` checkpoints (model, optimiser, epoch, position within the
   epoch, learning rate, best validation perplexity) at the end of every epoch, every
   ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()``
@@ -700,7 +701,7 @@ class Trainer:
             self.best_valid.assign(valid_ppl)
             self.bad_epochs.assign(0)
             self.save(self.best_manager)
-        else:
+        elif epoch >= train.lr_decay_start:
             self.bad_epochs.assign_add(1)
             self.learning_rate.assign(self.learning_rate * train.lr_decay)
             self._set_learning_rate()
