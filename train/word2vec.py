@@ -76,12 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("dim", "window", "min_count", "epochs", "workers"):
+    for name in ("dim", "window", "min_count", "negative", "epochs", "workers"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be a positive integer "
                             f"(got {getattr(args, name)})")
-    if args.negative < 1:
-        raise UserError(f"--negative must be a positive integer (got {args.negative})")
     if not 0 <= args.sample < 1:
         raise UserError(f"--sample must be in [0, 1) (got {args.sample})")
     if args.seed < 0:
