@@ -683,7 +683,8 @@ def one_epoch(flags: list[str], cache_dir: Path) -> dict[str, float]:
         trainer._train_epoch()
         trainer._end_epoch()
         wall = time.perf_counter() - start
-    return {"tokens": corpus.splits["train"].num_predicted_tokens, "wall": wall,
+    return {"tokens": corpus.splits["train"].num_predicted_tokens(config.data.line_end),
+            "wall": wall,
             "rate": trainer.epoch_summary["tokens_per_sec"]}
 
 

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
                                     features=model.document_features("train",
                                                                      corpus.splits["train"]),
                                     context_options=model.context_options,
-                                    protocol=data.context)
+                                    protocol=data.context, line_end=data.line_end)
     batch = next(iter(dataset))
     model(batch, training=False)
     variables = model.trainable_variables

@@ -1,8 +1,11 @@
 """``python -m evaluate.sememes --run runs/<name> --text "..."``: what an SDLM-decoded model
 predicts for the word after a text, and why (Gu et al. 2018, Sec. 4.3 and Table 5): the 5
-most probable next words P(w|g) (eq. 9) and the 5 most probable sememes q_k (eq. 4, each the
-independent probability that the next word carries that sememe; the private sememes of words
-without a knowledge-base entry are not listed). Each ``--text`` is read as the start of a
+most probable next words P(w|g) (eq. 9), the 5 sememes of largest q_k (eq. 4, the sememe
+predictor's gate on expert k) and the 5 sememes the next word's sense most probably carries,
+sum over the senses s of sememe k of P(s|g) (eq. 8); the private sememes of words without a
+knowledge-base entry are not listed. The two sememe columns differ: q_k only scales expert
+k's scores g^T U_k w_s, which may be negative, so a q_k near 1 does not by itself say that
+the next word carries sememe k. Each ``--text`` is read as the start of a
 sentence (after ``<eos>``); ``--document`` gives models with a document context theirs. The
 tables also go to TensorBoard (``<run>/tensorboard/sememes``, Text tab)."""
 from __future__ import annotations
@@ -16,8 +19,8 @@ TOP = 5
 
 
 def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
-    """``{"text", "words": [(word, p)], "sememes": [(sememe, q)]}`` for the position after
-    ``text``."""
+    """``{"text", "words": [(word, p)], "sememes": [(sememe, q)], "carried": [(sememe, p)]}``
+    for the position after ``text``."""
     import numpy as np
     import tensorflow as tf
 
@@ -35,19 +38,23 @@ def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
     last = hidden[:, -1]
     word_probs = np.exp(model.log_probs(last, context).numpy()[0])
     q = model.softmax.sememe_probs(last).numpy()[0]
+    carried = model.softmax.carried_sememe_probs(last).numpy()[0]
     real = np.arange(kb.num_real_sememes)   # the private sememes come after the real ones
     best_words = np.argsort(-word_probs)[:top]
-    best_sememes = real[np.argsort(-q[real])[:top]]
+    by = lambda values: [(kb.sememes[k], float(values[k]))
+                         for k in real[np.argsort(-values[real])[:top]]]
     return {"text": text,
             "words": [(run.lm_vocab.words[i], float(word_probs[i])) for i in best_words],
-            "sememes": [(kb.sememes[k], float(q[k])) for k in best_sememes]}
+            "sememes": by(q), "carried": by(carried)}
 
 
 def format_prediction(result: dict) -> str:
     lines = [f"after: {result['text'] or '(sentence start)'}",
-             f"  {'next word':<24} {'P(w|g)':>8}    {'sememe':<28} {'q_k':>6}"]
-    for (word, p), (sememe, q) in zip(result["words"], result["sememes"]):
-        lines.append(f"  {word:<24} {p:8.4f}    {sememe:<28} {q:6.3f}")
+             f"  {'next word':<24} {'P(w|g)':>8}    {'sememe':<28} {'q_k':>6}    "
+             f"{'sememe':<28} {'P(carried)':>10}"]
+    for (word, p), (sememe, q), (held, c) in zip(result["words"], result["sememes"],
+                                                 result["carried"]):
+        lines.append(f"  {word:<24} {p:8.4f}    {sememe:<28} {q:6.3f}    {held:<28} {c:10.4f}")
     return "\n".join(lines)
 
 
@@ -57,9 +64,11 @@ def write_tensorboard(run, results: list[dict]) -> None:
     writer = tf.summary.create_file_writer(str(run.directory / "tensorboard" / "sememes"))
     with writer.as_default():
         for i, result in enumerate(results):
-            rows = ["| next word | P(w\\|g) | sememe | q_k |", "| --- | --- | --- | --- |"]
-            rows += [f"| {w} | {p:.4f} | {s} | {q:.3f} |"
-                     for (w, p), (s, q) in zip(result["words"], result["sememes"])]
+            rows = ["| next word | P(w\\|g) | sememe | q_k | sememe | P(carried) |",
+                    "| --- | --- | --- | --- | --- | --- |"]
+            rows += [f"| {w} | {p:.4f} | {s} | {q:.3f} | {h} | {c:.4f} |"
+                     for (w, p), (s, q), (h, c) in zip(result["words"], result["sememes"],
+                                                       result["carried"])]
             tf.summary.text(f"sememes/{i}", f"after: *{result['text']}*\n\n" + "\n".join(rows),
                             step=0)
     writer.flush()

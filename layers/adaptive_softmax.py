@@ -186,8 +186,9 @@ class AdaptiveSoftmax(keras.layers.Layer):
         log_p = tf.concat(parts, axis=-1)
         return tf.reshape(log_p, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
 
-    def target_log_prob(self, hidden, targets):
-        """``log p(target)``: ``hidden [..., d]``, int ``targets [...]`` -> ``[...]``.
+    def target_log_prob(self, hidden, targets, training=False):
+        """``log p(target)``: ``hidden [..., d]``, int ``targets [...]`` -> ``[...]``
+        (``training`` is accepted as by every output layer; this one has no dropout).
 
         Equals ``call(hidden)`` gathered at ``targets`` but evaluates tail cluster ``i`` only
         at the positions whose target lies in ``[c_i, c_{i+1})`` (gather, then scatter-add

@@ -48,7 +48,10 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         embedding: a ``keras.layers.Embedding`` ``[V, H2]`` to tie to, or ``None``.
         embedding_dim: ``H2`` of the layer's own word embeddings; required without
             ``embedding``, and must equal ``embedding.output_dim`` with it.
-        latent_dropout: dropout rate on ``h`` in training.
+        latent_dropout: dropout rate on ``h`` in training (the authors' ``dropoutl``, 0.29 for
+            PTB).
+        embedding_dropout: dropout rate on the dimensions of ``X`` in training (see
+            :class:`~layers.output_embedding.OutputEmbedding`; not in the MoS authors' code).
         **kwargs: passed to :class:`keras.layers.Layer` (``name``, ``dtype``, ...).
     """
 
@@ -59,6 +62,7 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         embedding: keras.layers.Embedding | None = None,
         embedding_dim: int | None = None,
         latent_dropout: float = 0.0,
+        embedding_dropout: float = 0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -72,7 +76,8 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         self.vocab_size = int(vocab_size)
         self.num_mixtures = int(num_mixtures)
         self.latent_dropout = float(latent_dropout)
-        self._init_output_embedding(embedding, embedding_dim, self.vocab_size)
+        self._init_output_embedding(embedding, embedding_dim, self.vocab_size,
+                                    embedding_dropout)
         self.dropout = keras.layers.Dropout(self.latent_dropout, name="latent_dropout")
 
     def build(self, input_shape):
@@ -101,7 +106,8 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         latent = tf.tanh(tf.matmul(g, self.latent_kernel) + self.latent_bias)
         latent = self.dropout(latent, training=training)
         latent = tf.reshape(latent, [-1, self.embedding_dim])  # [T * N, H2]
-        logits = tf.matmul(latent, self._output_embeddings(), transpose_b=True) + self.output_bias
+        logits = (tf.matmul(latent, self._output_embeddings(training), transpose_b=True)
+                  + self.output_bias)
         return log_prior, tf.reshape(logits, [-1, self.num_mixtures, self.vocab_size])
 
     def call(self, hidden, training=False):
@@ -135,5 +141,6 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
             num_mixtures=self.num_mixtures,
             embedding_dim=self.embedding_dim,
             latent_dropout=self.latent_dropout,
+            embedding_dropout=self.embedding_dropout,
         )
         return config

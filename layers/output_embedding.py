@@ -1,6 +1,7 @@
 """Word output vectors shared by the tied output layers (:class:`SememeDecoder`,
 :class:`MixtureOfSoftmaxes`): a tied ``keras.layers.Embedding``'s matrix (Inan et al. 2017;
-Press and Wolf 2017) or, standalone, the layer's own ``word_embeddings`` weight."""
+Press and Wolf 2017) or, standalone, the layer's own ``word_embeddings`` weight, with the
+SDLM authors' dropout on its dimensions in training."""
 from __future__ import annotations
 
 import numbers
@@ -13,13 +14,29 @@ class OutputEmbedding:
     """Mixin for a Keras layer with word output vectors ``X`` ``[V, H2]``. A tied embedding is
     not owned by the layer and not in its config (the parent model passes it again, as
     ``TiedSoftmax`` does); the layer's own weight starts uniform in +-0.1 (the SDLM and MoS
-    authors' initialisation)."""
+    authors' initialisation).
+
+    ``embedding_dropout`` drops whole dimensions of ``X`` in training: one mask ``[H2]`` per
+    call, shared by every word and position, scaled by ``1 / (1 - rate)``, applied on the
+    output side only (the input embedding is read undropped). This is the SDLM authors'
+    output-embedding dropout (their ``tied_lstm_rnn.py``: a dropped mask of ones times the
+    encoder weight, rate ``0.5 * dropout``, 0.3 for the medium model; Gu et al. 2018
+    Appendix C.1 tune the last two layers' dropout separately)."""
 
     def _init_output_embedding(self, embedding: keras.layers.Embedding | None,
-                               embedding_dim: int | None, vocab_size: int) -> None:
-        """Validate and keep ``embedding`` / ``embedding_dim`` (``ValueError`` naming the
-        layer class on a mismatch)."""
+                               embedding_dim: int | None, vocab_size: int,
+                               embedding_dropout: float = 0.0) -> None:
+        """Validate and keep ``embedding`` / ``embedding_dim`` / ``embedding_dropout``
+        (``ValueError`` naming the layer class on a mismatch)."""
         owner = type(self).__name__
+        if not 0.0 <= embedding_dropout < 1.0:
+            raise ValueError(f"{owner} embedding_dropout must be in [0, 1), "
+                             f"got {embedding_dropout!r}.")
+        self.embedding_dropout = float(embedding_dropout)
+        # created only when used, so a layer without it has the variables it always had
+        self.embedding_mask = (keras.layers.Dropout(self.embedding_dropout,
+                                                    name="embedding_dropout")
+                               if self.embedding_dropout > 0 else None)
         if embedding is not None:
             if not isinstance(embedding, keras.layers.Embedding):
                 raise ValueError(f"{owner} embedding must be a keras.layers.Embedding, "
@@ -51,8 +68,14 @@ class OutputEmbedding:
             if not self.embedding.built:
                 self.embedding.build((None,))
 
-    def _output_embeddings(self) -> tf.Tensor:
-        """``X`` ``[V, H2]``: the tied input embedding or the layer's own."""
+    def _output_embeddings(self, training=False) -> tf.Tensor:
+        """``X`` ``[V, H2]``: the tied input embedding or the layer's own (in training, its
+        dimensions dropped with ``embedding_dropout``)."""
         if self.embedding is not None:
-            return tf.cast(self.embedding.embeddings, self.compute_dtype)
-        return self.word_embeddings
+            vectors = tf.cast(self.embedding.embeddings, self.compute_dtype)
+        else:
+            vectors = self.word_embeddings
+        if self.embedding_mask is not None and training:
+            vectors = vectors * self.embedding_mask(
+                tf.ones([1, self.embedding_dim], vectors.dtype), training=True)
+        return vectors

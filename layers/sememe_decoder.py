@@ -69,6 +69,10 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     does); without it the layer owns a ``word_embeddings`` ``[V, embedding_dim]`` weight
     (uniform in +-0.1) and is usable, and serialisable, on its own.
 
+    Initialisation: the authors' (``tied_lstm_rnn.py``): ``v_k`` and ``a_k`` uniform in
+    +-0.1, ``Q_r`` in +-0.05, ``b_k`` and ``c_s`` zero. (Before issue 24: Glorot-uniform
+    ``v_k`` and ``Q_r``, zero ``a_k``; saved weights load either way.)
+
     Sparsity and cost. Nothing of size ``K x M`` or ``K x H1 x H2`` is formed. Because
     ``w_s = x_{word(s)}`` and ``U_k`` is a mixture of the bases, eq. 8's exponent reorders to
     ``score(s) = sum_r z_r[word(s)] beta_r[s] + c_s`` with ``z_r = (g^T Q_r) X^T`` (a bilinear
@@ -85,7 +89,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     * :meth:`call`: ``hidden [..., H1]`` -> ``log P(w|g)`` ``[..., V]`` (sums to one);
     * :meth:`target_log_prob`: ``hidden [..., H1]``, int ``targets [...]`` -> ``[...]``;
     * :meth:`sememe_probs`: ``hidden [..., H1]`` -> ``q`` ``[..., K]``;
-    * :meth:`sense_log_probs`: ``hidden [..., H1]`` -> ``log P(s|g)`` ``[..., M]``.
+    * :meth:`sense_log_probs`: ``hidden [..., H1]`` -> ``log P(s|g)`` ``[..., M]``;
+    * :meth:`carried_sememe_probs`: ``hidden [..., H1]`` -> ``[..., K]``, the probability
+      that the next word's sense carries sememe ``k``.
 
     Only plain TensorFlow ops are used (matmul, gather, segment sums), so the layer runs inside
     ``tf.function`` and in a ``tf.distribute`` replica context. ``H1`` must be known when the
@@ -104,6 +110,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         embedding: a ``keras.layers.Embedding`` ``[V, H2]`` to tie to, or ``None``.
         embedding_dim: ``H2`` of the layer's own word embeddings; required without
             ``embedding``, and must equal ``embedding.output_dim`` with it.
+        embedding_dropout: dropout rate on the dimensions of the output embeddings ``w_s`` in
+            training (see :class:`~layers.output_embedding.OutputEmbedding`; the authors'
+            code: 0.3 for the medium model).
         **kwargs: passed to :class:`keras.layers.Layer` (``name``, ``dtype``, ...).
     """
 
@@ -119,6 +128,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         sense_bias: bool = True,
         embedding: keras.layers.Embedding | None = None,
         embedding_dim: int | None = None,
+        embedding_dropout: float = 0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -183,7 +193,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         #: ``C_{k,s}`` of every edge, ``[E]``.
         self.edge_coefficient = coefficient.astype(np.float32)
 
-        self._init_output_embedding(embedding, embedding_dim, V)
+        self._init_output_embedding(embedding, embedding_dim, V, embedding_dropout)
 
     # ------------------------------------------------------------------ weights
     def build(self, input_shape):
@@ -194,17 +204,20 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             )
         self.input_dim = h1 = int(h1)
         h2, K, R = self.embedding_dim, self.num_sememes, self.num_bases
-        self.sememe_kernel = self.add_weight(name="sememe_kernel", shape=(h1, K),
-                                             initializer="glorot_uniform")  # v, eq. 4
+        # the SDLM authors' initialisation (tied_lstm_rnn.py, init_weights): v and the basis
+        # logits a uniform in +-0.1, the bases Q_r in +-0.05, b and c zero
+        self.sememe_kernel = self.add_weight(
+            name="sememe_kernel", shape=(h1, K),
+            initializer=keras.initializers.RandomUniform(-0.1, 0.1))  # v, eq. 4
         self.sememe_bias = self.add_weight(name="sememe_bias", shape=(K,),
                                            initializer="zeros")  # b, eq. 4
-        limit = float(np.sqrt(6.0 / (h1 + h2)))  # Glorot for each H1 x H2 basis
         self.bases = self.add_weight(
             name="bases", shape=(R, h1, h2),
-            initializer=keras.initializers.RandomUniform(-limit, limit))  # Q_r, eq. 10
-        # a: alpha_k = softmax(a_k); zeros start every expert at the mean basis.
-        self.basis_logits = self.add_weight(name="basis_logits", shape=(K, R),
-                                            initializer="zeros")
+            initializer=keras.initializers.RandomUniform(-0.05, 0.05))  # Q_r, eq. 10
+        # a: alpha_k = softmax(a_k) over the R bases, eq. 10
+        self.basis_logits = self.add_weight(
+            name="basis_logits", shape=(K, R),
+            initializer=keras.initializers.RandomUniform(-0.1, 0.1))
         self.sense_bias = (self.add_weight(name="sense_bias", shape=(self.num_senses,),
                                            initializer="zeros")
                            if self.use_sense_bias else None)
@@ -222,7 +235,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         """eq. 4 pre-activation ``g^T v_k + b_k``: ``g [N, H1]`` -> ``[N, K]``."""
         return tf.matmul(g, self.sememe_kernel) + self.sememe_bias
 
-    def _sense_scores_t(self, g):
+    def _sense_scores_t(self, g, training=False):
         """Sense scores (eq. 8 numerator exponent), transposed: ``g [N, H1]`` -> ``[M, N]``.
 
         ``score(s) = sum_r z_r[word(s)] beta_r[s] + c_s`` with ``z_r = X (g^T Q_r)^T`` (one
@@ -233,7 +246,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         elementwise op on contiguous ``[M, N]`` tensors.
         """
         R = self.num_bases
-        embeddings = self._output_embeddings()
+        embeddings = self._output_embeddings(training)
         sense_word = tf.constant(self.sense_word, tf.int32)
         q_t = tf.transpose(tf.sigmoid(self._sememe_logits(g)))  # [K, N], eq. 4
         alpha = tf.nn.softmax(self.basis_logits, axis=-1)  # [K, R], eq. 10
@@ -257,13 +270,13 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         """eq. 8: ``log P(s|g)`` transposed, ``[M, N]``."""
         return tf.nn.log_softmax(self._sense_scores_t(g), axis=0)
 
-    def _word_log_probs_t(self, g):
+    def _word_log_probs_t(self, g, training=False):
         """eq. 8-9: ``log P(w|g)`` transposed, ``[V, N]``: the log-sum-exp of the scores of
         w's senses (a stable segment log-sum-exp, each word's own maximum subtracted) minus
         the log-sum-exp over all words, which equals normalising over the senses first
         (eq. 8) and summing a word's senses (eq. 9), but normalises a [V, N] tensor instead
         of log-softmaxing the [M, N] one along its first axis (3x slower on CPU)."""
-        scores = self._sense_scores_t(g)
+        scores = self._sense_scores_t(g, training)
         sense_word = tf.constant(self.sense_word, tf.int32)
         peak = tf.stop_gradient(tf.math.segment_max(scores, sense_word))  # [V, N]
         total = tf.math.segment_sum(tf.exp(scores - tf.gather(peak, sense_word)), sense_word)
@@ -281,16 +294,17 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         g = self._flat(hidden)
         return self._unflatten(self._word_log_probs_t(g), hidden, self.vocab_size)
 
-    def target_log_prob(self, hidden, targets):
+    def target_log_prob(self, hidden, targets, training=False):
         """``log P(target|g)``: ``hidden [..., H1]``, int ``targets [...]`` -> ``[...]``.
 
         Equals :meth:`call` gathered at ``targets`` (every sense enters the normaliser, so
-        there is nothing to save by evaluating only the target's senses). Differentiable in
-        all weights; builds the layer from ``hidden.shape`` if needed.
+        there is nothing to save by evaluating only the target's senses); ``training``
+        applies ``embedding_dropout``. Differentiable in all weights; builds the layer from
+        ``hidden.shape`` if needed.
         """
         g = self._flat(hidden)
         t = tf.reshape(tf.cast(targets, tf.int32), [-1])
-        log_p_t = self._word_log_probs_t(g)  # [V, N]
+        log_p_t = self._word_log_probs_t(g, training)  # [V, N]
         picked = tf.gather_nd(log_p_t, tf.stack([t, tf.range(tf.shape(t)[0])], axis=1))
         return tf.reshape(picked, tf.shape(targets))
 
@@ -304,6 +318,21 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         """eq. 8: ``hidden [..., H1]`` -> ``log P(s|g)`` ``[..., M]``."""
         g = self._flat(hidden)
         return self._unflatten(self._sense_log_probs_t(g), hidden, self.num_senses)
+
+    def carried_sememe_probs(self, hidden):
+        """``P(e_k in E(s) | g) = sum_{s in D(e_k)} P(s|g)`` (eq. 8): ``hidden [..., H1]`` ->
+        ``[..., K]``, the probability that the next word's sense carries sememe ``k``.
+
+        Unlike ``q_k`` (eq. 4), which only scales expert ``k``'s bilinear scores and so can
+        sit near 1 for an expert whose scores are negative in the context (the gate and the
+        score's sign are interchangeable), this is what the model predicts about sememes.
+        """
+        g = self._flat(hidden)
+        sense_p_t = tf.exp(self._sense_log_probs_t(g))                   # [M, N]
+        carried_t = tf.math.unsorted_segment_sum(
+            tf.gather(sense_p_t, tf.constant(self.edge_sense, tf.int32)),
+            tf.constant(self.edge_sememe, tf.int32), self.num_sememes)   # [K, N]
+        return self._unflatten(carried_t, hidden, self.num_sememes)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocab_size,)
@@ -320,5 +349,6 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             normalization=self.normalization,
             sense_bias=self.use_sense_bias,
             embedding_dim=self.embedding_dim,
+            embedding_dropout=self.embedding_dropout,
         )
         return config

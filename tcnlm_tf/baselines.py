@@ -12,21 +12,25 @@ from tcnlm_tf.pipeline import EOS_ID, PAD_ID
 from tcnlm_tf.vocab import UNK
 
 
-def target_counts(split: SplitArrays, vocab_size: int) -> np.ndarray:
-    """How often each id is a target: every word, plus one ``<eos>`` per sentence."""
+def target_counts(split: SplitArrays, vocab_size: int, line_end: str = "eos") -> np.ndarray:
+    """How often each id is a target: every word, plus one ``<eos>`` per sentence (none with
+    ``line_end`` ``none``, stream mode only)."""
     counts = np.bincount(split.lm_ids, minlength=vocab_size).astype(np.float64)
-    counts[EOS_ID] += split.num_sentences
+    if line_end == "eos":
+        counts[EOS_ID] += split.num_sentences
     return counts
 
 
-def unigram_perplexity(corpus: Corpus, split: str = "test", smoothing: float = 1.0) -> float:
+def unigram_perplexity(corpus: Corpus, split: str = "test", smoothing: float = 1.0,
+                       line_end: str = "eos") -> float:
     """Perplexity on ``split`` of an add-``smoothing`` unigram model fit on the train split
-    (over every id but padding, ``<unk>`` and ``<eos>`` included)."""
+    (over every id but padding, ``<unk>`` and ``<eos>`` included; with ``line_end`` ``none``
+    no ``<eos>`` is a target, so it keeps only its smoothing count)."""
     vocab_size = len(corpus.lm_vocab)
-    train = target_counts(corpus.splits["train"], vocab_size) + smoothing
+    train = target_counts(corpus.splits["train"], vocab_size, line_end) + smoothing
     train[PAD_ID] = 0.0
     log_p = np.log(train / train.sum(), where=train > 0, out=np.zeros_like(train))
-    counts = target_counts(corpus.splits[split], vocab_size)
+    counts = target_counts(corpus.splits[split], vocab_size, line_end)
     return perplexity(-(counts * log_p).sum(), counts.sum())
 
 

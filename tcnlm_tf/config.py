@@ -23,7 +23,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
@@ -44,6 +44,10 @@ DECODERS = ("adaptive", "softmax", "sdlm", "mos")
 #: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
 #: papers' protocol) or only the text before it (causal, Zheng, Vafa and Blei 2023)
 CONTEXTS = ("rest", "preceding")
+#: --line-end (stream mode): eos, an ``<eos>`` after every line, predicted like a word (the
+#: PyTorch word-language-model example; what sentence and document mode predict too); none,
+#: only the words (the SDLM authors' data.py: every People's Daily line ends in its "。")
+LINE_ENDS = ("eos", "none")
 OPTIMIZERS = ("adam", "sgd")
 #: --strategy: all local devices of one process, or one process per machine (TF_CONFIG)
 STRATEGIES = ("mirrored", "multi_worker")
@@ -90,6 +94,7 @@ class DataConfig:
     stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
     max_bow: int = 300              # words of document context per sentence
     context: str = "rest"           # a sentence's document context: one of CONTEXTS
+    line_end: str = "eos"           # stream mode: an <eos> after each line or not (LINE_ENDS)
     seq_len: int = 30               # LM sequence length
     max_doc_tokens: int = 100_000   # longer documents are skipped (and counted)
     synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)  # SyntheticConfig fields
@@ -115,6 +120,10 @@ class ModelConfig:
     num_bases: int = 5              # --decoder sdlm: basis matrices R (eq. 10)
     sememe_normalization: str = "left"  # --decoder sdlm: C_{k,s} of eq. 6
     mixtures: int = 10              # --decoder mos: softmaxes in the mixture
+    # the output side's dropouts (DECODER_DROPOUTS fills the authors' values in a fresh run)
+    output_dropout: float | None = None   # on g, after the last recurrent layer (None: dropout)
+    output_embedding_dropout: float = 0.0  # sdlm/mos: on the output embedding's dimensions
+    latent_dropout: float = 0.0     # mos: on the latent contexts h_n
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def option(self, name: str) -> Any:
@@ -219,11 +228,24 @@ class RunConfig:
             (d.seq_len >= 2, "--seq-len must be >= 2"),
             (d.max_bow >= 1, "--max-bow must be >= 1"),
             (d.context in CONTEXTS, f"unknown --context {d.context!r}; choose one of {CONTEXTS}"),
+            (d.line_end in LINE_ENDS,
+             f"unknown --line-end {d.line_end!r}; choose one of {LINE_ENDS}"),
+            (d.line_end == LINE_ENDS[0] or m.mode == "stream",
+             f"--line-end {d.line_end} only applies to --mode stream (sentence and document "
+             "mode always predict an <eos> after each sentence)"),
             (d.topic_top_among in TOP_AMONG,
              f"unknown --topic-top-among {d.topic_top_among!r}; choose one of {TOP_AMONG}"),
             (m.num_layers >= 1 and m.hidden_size >= 1 and m.embedding_dim >= 1,
              "--num-layers, --hidden-size and --embedding-dim must be positive"),
             (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),
+            (m.output_dropout is None or 0.0 <= m.output_dropout < 1.0,
+             "--output-dropout must be in [0, 1)"),
+            (0.0 <= m.output_embedding_dropout < 1.0 and 0.0 <= m.latent_dropout < 1.0,
+             "--output-embedding-dropout and --latent-dropout must be in [0, 1)"),
+            (m.output_embedding_dropout == 0.0 or m.decoder in ("sdlm", "mos"),
+             "--output-embedding-dropout only applies to --decoder sdlm or mos"),
+            (m.latent_dropout == 0.0 or m.decoder == "mos",
+             "--latent-dropout only applies to --decoder mos"),
             (t.batch_size >= 1, "--batch-size must be >= 1"),
             (t.epochs >= 1, "--epochs must be >= 1"),
             (t.learning_rate > 0, "--learning-rate must be positive"),
@@ -270,6 +292,26 @@ class RunConfig:
         for rule, message in spec.checks:
             if not rule(m):
                 raise UserError(message)
+
+
+#: the output-side dropouts of a decoder's authors, from the run's --dropout d: the SDLM
+#: authors' tied_lstm_rnn.py (0.2 + 0.5 d on g, 0.5 d on the output embedding's dimensions:
+#: 0.5 and 0.3 for their medium model's 0.6; Gu et al. 2018 Appendix C.1), Yang et al.'s
+#: MoS code (latent dropout 0.29, their PTB setting); other decoders keep --dropout on g
+DECODER_DROPOUTS: dict[str, dict[str, Callable[[float], float]]] = {
+    "sdlm": {"output_dropout": lambda d: 0.2 + 0.5 * d,
+             "output_embedding_dropout": lambda d: 0.5 * d},
+    "mos": {"latent_dropout": lambda d: 0.29},
+}
+
+
+def apply_decoder_dropouts(model: ModelConfig, explicit: set[str]) -> None:
+    """Fill the decoder's authors' output-side dropouts (:data:`DECODER_DROPOUTS`) from the
+    run's ``dropout``, unless set explicitly (a fresh run only: a saved configuration keeps
+    the values it was trained with)."""
+    for name, rate in DECODER_DROPOUTS.get(model.decoder, {}).items():
+        if name not in explicit:
+            setattr(model, name, round(rate(model.dropout), 6))
 
 
 def apply_preset(model: ModelConfig, explicit: set[str]) -> None:

@@ -69,10 +69,10 @@ class SplitArrays:
     def num_sentences(self) -> int:
         return len(self.sent_offsets) - 1
 
-    @property
-    def num_predicted_tokens(self) -> int:
-        """Words plus one ``<eos>`` per sentence: what perplexity divides by."""
-        return int(len(self.lm_ids) + self.num_sentences)
+    def num_predicted_tokens(self, line_end: str = "eos") -> int:
+        """Words plus one ``<eos>`` per sentence (with ``line_end`` ``none``, stream mode
+        only, just the words): what perplexity divides by."""
+        return int(len(self.lm_ids) + (self.num_sentences if line_end == "eos" else 0))
 
 
 @dataclasses.dataclass

@@ -29,12 +29,26 @@ import keras
 from tcnlm_tf import knowledge
 from tcnlm_tf.baselines import target_counts
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.vocab import load_stopwords
 
 KNOWLEDGE_BASE_FILE = "knowledge_base.npz"
 
 
 def knowledge_base_path(run_dir: Path | str) -> Path:
     return Path(run_dir) / KNOWLEDGE_BASE_FILE
+
+
+def build_run_knowledge_base(config, corpus, stopword_rule: bool = True
+                             ) -> knowledge.KnowledgeBase:
+    """The knowledge base of ``config.model.knowledge_base`` over ``corpus``'s LM vocabulary:
+    for ``wordnet``, the words of the run's stop-word list (``config.data.stopwords``) get
+    private senses unless ``stopword_rule`` is False (how runs before issue 24 built it)."""
+    spec = config.model.knowledge_base
+    options = {}
+    if spec == "wordnet" and stopword_rule:
+        options["stopwords"] = load_stopwords(config.data.stopwords)
+    return knowledge.build_knowledge_base(spec, list(corpus.lm_vocab.words),
+                                          synthetic_dir=corpus.source_dir, **options)
 
 
 def ensure_knowledge_base(config, corpus, run_dir: Path, log: Callable[[str], None] = print
@@ -46,9 +60,8 @@ def ensure_knowledge_base(config, corpus, run_dir: Path, log: Callable[[str], No
     path = knowledge_base_path(run_dir)
     if model.decoder != "sdlm" or path.is_file():
         return
-    kb = knowledge.build_knowledge_base(model.knowledge_base, list(corpus.lm_vocab.words),
-                                        synthetic_dir=corpus.source_dir)
-    counts = target_counts(corpus.splits["train"], len(corpus.lm_vocab))
+    kb = build_run_knowledge_base(config, corpus)
+    counts = target_counts(corpus.splits["train"], len(corpus.lm_vocab), config.data.line_end)
     log(f"knowledge base {model.knowledge_base}:\n"
         + knowledge.format_statistics(knowledge.statistics(kb, counts)))
     Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -66,7 +79,8 @@ def output_arguments(config, lm_vocab, run_dir: Path | str | None) -> dict[str, 
     elif m.decoder == "softmax":
         options["tie"] = m.tie_embeddings
     elif m.decoder == "mos":
-        options["mixtures"] = m.mixtures
+        options.update(mixtures=m.mixtures, latent_dropout=m.latent_dropout,
+                       embedding_dropout=m.output_embedding_dropout)
     elif m.decoder == "sdlm":
         path = knowledge_base_path(run_dir) if run_dir is not None else None
         if path is None or not path.is_file():
@@ -77,7 +91,8 @@ def output_arguments(config, lm_vocab, run_dir: Path | str | None) -> dict[str, 
             raise UserError(f"{path} was built for another vocabulary than {run_dir}'s "
                             "lm_vocab.txt; start a new run")
         options.update(knowledge_base=kb, num_bases=m.num_bases,
-                       normalization=m.sememe_normalization)
+                       normalization=m.sememe_normalization,
+                       embedding_dropout=m.output_embedding_dropout)
     return {"decoder": m.decoder, "decoder_options": options}
 
 
@@ -97,12 +112,16 @@ def make_output_layer(decoder: str, options: dict[str, Any], vocab_size: int, in
     if decoder == "mos":
         from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
         return MixtureOfSoftmaxes(vocab_size, num_mixtures=options["mixtures"],
-                                  embedding=embedding, name="mos")
+                                  embedding=embedding,
+                                  latent_dropout=options.get("latent_dropout", 0.0),
+                                  embedding_dropout=options.get("embedding_dropout", 0.0),
+                                  name="mos")
     if decoder == "sdlm":
         from layers.sememe_decoder import SememeDecoder
         kb = options["knowledge_base"]
         return SememeDecoder(vocab_size, kb.sense_word, kb.edge_sense, kb.edge_sememe,
                              num_sememes=len(kb.sememes), num_bases=options["num_bases"],
                              normalization=options["normalization"], embedding=embedding,
+                             embedding_dropout=options.get("embedding_dropout", 0.0),
                              name="sememe_decoder")
     raise ValueError(f"unknown decoder {decoder!r}")

@@ -61,7 +61,8 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         run.model.context_inputs, config.data.max_bow,
         features=run.model.document_features(split, arrays),
         context_options=run.model.context_options,
-        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else config.data.context)
+        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else config.data.context,
+        line_end=config.data.line_end)
     if topics == "uniform":
         step = tf.function(lambda batch, state: run.model.loss_terms(
             batch, False, state, context=uniform_context(run, batch)), reduce_retracing=True)

@@ -55,6 +55,10 @@ Sources (``build_knowledge_base(spec, words)``)
     between WordNet versions, which is switched off; the directory is added to
     ``nltk.data.path``, the roots nltk (3.9+) lets its readers open files under. Definition:
 
+    - the words of the run's stop-word list (``--stopwords``, compared lower-cased) get no
+      WordNet senses, so a private one: WordNet has no function words, and its entries for
+      their spellings are spurious ("a" -> vitamin A and angstrom, "in" -> inch and indium,
+      "us" -> United States, "may" -> the month);
     - senses of a word: its first ``max_senses`` (5) synsets of ``wn.synsets(word.lower())``
       (nltk's morphological lookup: "apples" -> apple) in WordNet's frequency order: nltk
       lists nouns, verbs, adjectives, adverbs, each by decreasing tagged frequency; they are
@@ -242,7 +246,7 @@ def build_knowledge_base(spec: str, words: list[str],
     """The knowledge base of ``spec`` (``hownet:FILE``, ``wordnet`` or ``synthetic``) over
     the LM vocabulary ``words`` (id -> word). ``synthetic_dir`` is the synthetic corpus's
     directory (only read for ``synthetic``); ``options`` go to the WordNet builder
-    (``max_senses``, ``depth``, ``min_senses``, ``directory``)."""
+    (``max_senses``, ``depth``, ``min_senses``, ``directory``, ``stopwords``)."""
     spec = (spec or "").strip()
     words = [str(w) for w in words]
     if len(set(words)) != len(words):
@@ -423,15 +427,19 @@ def _ancestors(synset, depth: int) -> set[str]:
 
 
 def wordnet_senses(words: Sequence[str], *, max_senses: int = 5, depth: int = 3,
-                   min_senses: int = 5, directory: str | Path | None = None
-                   ) -> dict[int, list[frozenset[str]]]:
-    """``word id -> sememe sets`` from WordNet 3.0 (definition in the module docstring)."""
+                   min_senses: int = 5, directory: str | Path | None = None,
+                   stopwords: Iterable[str] = ()) -> dict[int, list[frozenset[str]]]:
+    """``word id -> sememe sets`` from WordNet 3.0 (definition in the module docstring);
+    the words in ``stopwords`` (lower-case) are left out, so they get private senses."""
     if max_senses < 1 or depth < 0 or min_senses < 1:
         raise ValueError("need max_senses >= 1, depth >= 0, min_senses >= 1")
     wn, counts = _wordnet_reader(str(find_wordnet_dir(directory)))
+    stopwords = frozenset(stopwords)
     raw: dict[int, list[tuple[str, frozenset[str]]]] = {}   # (lexname, candidates)
     for word_id, word in enumerate(words):
         lookup = word.lower()
+        if lookup in stopwords:
+            continue
         synsets = list(dict.fromkeys(wn.synsets(lookup)))
         if not synsets:
             continue
@@ -551,18 +559,26 @@ _ROWS = (  # key, label, paper (HowNet, People's Daily; Gu et al. 2018 Sec. 3.3)
 )
 
 
-def format_statistics(stats: dict) -> str:
-    """:func:`statistics` as an aligned table beside the paper's numbers."""
-    def value(key):
-        x = stats[key]
+def format_statistics(stats: dict, *more: dict, labels: Sequence[str] = ("this KB",)) -> str:
+    """:func:`statistics` (of one knowledge base, or several side by side, headed by
+    ``labels``) as an aligned table beside the paper's numbers."""
+    columns = (stats, *more)
+    if len(labels) != len(columns):
+        raise ValueError(f"{len(columns)} columns need {len(columns)} labels, got {labels}")
+
+    def value(column, key):
+        x = column[key]
         if key == "private_token_mass":
             return f"{100 * x:.2f}%"
         return f"{x:,}" if isinstance(x, (int, np.integer)) else f"{x:.2f}"
 
-    rows = [("", "this KB", "paper (HowNet, People's Daily)")]
-    rows += [(label, value(key), paper or "–") for key, label, paper in _ROWS if key in stats]
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    return "\n".join(f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c}".rstrip() for a, b, c in rows)
+    rows = [("", *labels, "paper (HowNet, People's Daily)")]
+    rows += [(label, *(value(c, key) for c in columns), paper or "–")
+             for key, label, paper in _ROWS if key in stats]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) + 1)]
+    return "\n".join(("  ".join([f"{r[0]:<{widths[0]}}"]
+                                 + [f"{x:>{w}}" for x, w in zip(r[1:-1], widths[1:])]
+                                 + [r[-1]])).rstrip() for r in rows)
 
 
 # ----------------------------------------------------------------------------- files

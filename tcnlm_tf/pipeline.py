@@ -45,9 +45,13 @@ window k of every lane, and the model carries its state from one batch to the ne
 Stream mode (the PyTorch word-language-model example, the SDLM paper's protocol): the whole
 split, documents in corpus order, is one token string ``<eos> s1 <eos> s2 <eos> ..``, cut into
 B contiguous lanes of equal length (``batchify``) and each lane into windows of L targets (BPTT
-length); the state is carried through a lane and zeroed only at its start.
+length); the state is carried through a lane and zeroed only at its start. With ``line_end``
+``none`` (:data:`LINE_ENDS`; the SDLM authors' ``data.py``, whose lines end in their own
+"。") no ``<eos>`` follows a line: the string is ``<eos> s1 s2 ..``, the leading ``<eos>``
+only an input, so the targets are exactly the split's words.
 
-All modes predict exactly the same tokens, so their perplexities compare directly.
+All modes predict exactly the same tokens (stream mode with ``line_end`` ``eos``, the
+default), so their perplexities compare directly.
 """
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from tcnlm_tf.config import CONTEXTS
+from tcnlm_tf.config import CONTEXTS, LINE_ENDS
 from tcnlm_tf.data import SplitArrays
 from tcnlm_tf.models.registry import WEIGHTINGS
 
@@ -206,12 +210,16 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
     return {"inputs": inputs, "targets": targets, "reset": reset}
 
 
-def stream_lanes(split: SplitArrays, seq_len: int, lanes: int) -> dict[str, np.ndarray]:
-    """The split as one stream (see the module docstring) in ``lanes`` contiguous lanes:
-    ``inputs``/``targets`` [K, lanes, L] (0-padded at the end of the last lanes) and
-    ``reset`` [K, lanes] (1 in the first batch only), K = ceil(stream / lanes / L)."""
-    ends = np.full(split.num_sentences, EOS_ID, np.int32)
-    stream = np.insert(split.lm_ids.astype(np.int32), split.sent_offsets[1:], ends)
+def stream_lanes(split: SplitArrays, seq_len: int, lanes: int,
+                 line_end: str = LINE_ENDS[0]) -> dict[str, np.ndarray]:
+    """The split as one stream (see the module docstring; ``line_end``: one of
+    :data:`LINE_ENDS`) in ``lanes`` contiguous lanes: ``inputs``/``targets`` [K, lanes, L]
+    (0-padded at the end of the last lanes) and ``reset`` [K, lanes] (1 in the first batch
+    only), K = ceil(stream / lanes / L)."""
+    stream = split.lm_ids.astype(np.int32)
+    if line_end == "eos":
+        ends = np.full(split.num_sentences, EOS_ID, np.int32)
+        stream = np.insert(stream, split.sent_offsets[1:], ends)
     stream = np.concatenate([[EOS_ID], stream]).astype(np.int32)
     targets = len(stream) - 1
     per_lane = max(1, -(-targets // lanes))
@@ -373,10 +381,11 @@ def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int) -> tf.data.Dataset:
+def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int,
+                   line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
     """Stream-mode batches (``batch_size`` lanes, the same for training and evaluation: the
     PyTorch example does not shuffle a stream either)."""
-    lanes = stream_lanes(split, seq_len, batch_size)
+    lanes = stream_lanes(split, seq_len, batch_size, line_end)
     return tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights).prefetch(
         tf.data.AUTOTUNE)
 
@@ -387,15 +396,17 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
                  context_options: Mapping[str, Any] | None = None,
-                 protocol: str = CONTEXTS[0]) -> tf.data.Dataset:
+                 protocol: str = CONTEXTS[0],
+                 line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream'); ``context_inputs``
     names the document-context fields to add (with the model's ``context_options``, under
     the context ``protocol``) and ``features`` per-document side inputs (sentence mode),
-    ``examples`` reuses precomputed sequences."""
+    ``examples`` reuses precomputed sequences; ``line_end`` (stream mode): whether
+    ``<eos>`` follows each line."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
     if mode == "stream":
-        return stream_dataset(split, seq_len, batch_size)
+        return stream_dataset(split, seq_len, batch_size, line_end)
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,

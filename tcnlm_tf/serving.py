@@ -10,7 +10,8 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
 
 ``score`` (also ``serving_default``, which has no ``documents`` input)
     ``sentences`` string [B], ``documents`` string [B] (context: "" for none) ->
-    ``tokens`` string [B, N] (the predicted tokens, the sentence's words then ``<eos>``),
+    ``tokens`` string [B, N] (the predicted tokens, the sentence's words then ``<eos>``;
+    only the words for a stream-mode run trained with ``--line-end none``),
     ``token_log_probs`` float32 [B, N] (natural log; 0 past the end), ``num_tokens`` int32
     [B], ``log_likelihood`` float32 [B] and ``perplexity`` float32 [B] (exp of the mean
     negative log-probability).
@@ -45,7 +46,8 @@ document minus the sentence, or with ``--context preceding`` the text before it)
 that reads ``preceding`` (the LCLM) the topic words of the document's last N sentences, so
 its ``documents`` input is the text *before* the sentence (in training, the N sentences
 before it); a document-mode LSTM reads them as
-the text before the sentence (``<eos>`` after each of its sentences) and carries its state
+the text before the sentence (``<eos>`` after each of its sentences, none with ``--line-end
+none``) and carries its state
 into the sentence; a sentence-mode LSTM ignores them. In sentence mode a sentence longer than
 the training sequence length is scored in windows of that length, each from a zero state,
 exactly as ``evaluate.perplexity`` and training do, so the numbers agree.
@@ -122,6 +124,8 @@ class ServingModule(tf.Module):
         self.topic_model = has_topics(run.model)
         self.context_inputs = run.model.context_inputs
         self.carries_state = run.config.model.mode in STATEFUL_MODES
+        # stream mode with --line-end none: no <eos> is read or predicted after a line
+        self.line_eos = run.config.data.line_end == "eos"
         self.seq_len = run.config.data.seq_len
         self.max_bow = run.config.data.max_bow
         self.protocol = run.config.data.context
@@ -204,17 +208,20 @@ class ServingModule(tf.Module):
         return self.lm_table.lookup(tf.strings.split(text))
 
     def _document_ids(self, documents: tf.Tensor) -> tf.RaggedTensor:
-        """TAB-separated sentences [B] -> LM ids with ``<eos>`` after each sentence; a
-        sentence without a token is left out, as the corpus reader does: ragged [B, (n)]."""
+        """TAB-separated sentences [B] -> LM ids with ``<eos>`` after each sentence (unless
+        the run's ``--line-end`` is none); a sentence without a token is left out, as the
+        corpus reader does: ragged [B, (n)]."""
         sentences = tf.strings.split(documents, "\t")                   # [B, (s)]
         words = self.lm_table.lookup(tf.strings.split(sentences.values))   # [S, (w)]
-        eos = tf.fill([words.nrows(), 1], EOS_ID)
-        with_eos = tf.concat([words, eos], axis=1)                        # [S, (w + 1)]
+        rows = words
+        if self.line_eos:
+            eos = tf.fill([words.nrows(), 1], EOS_ID)
+            rows = tf.concat([words, eos], axis=1)                    # [S, (w + 1)]
         kept = words.row_lengths() > 0
-        with_eos = tf.ragged.boolean_mask(with_eos, kept)
+        rows = tf.ragged.boolean_mask(rows, kept)
         document_of = tf.boolean_mask(sentences.value_rowids(), kept)
         return tf.RaggedTensor.from_value_rowids(
-            with_eos.values, tf.repeat(document_of, with_eos.row_lengths()),
+            rows.values, tf.repeat(document_of, rows.row_lengths()),
             nrows=tf.shape(documents, out_type=tf.int64)[0])
 
     def _context_batch(self, documents: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -250,7 +257,8 @@ class ServingModule(tf.Module):
     # -------------------------------------------------------------- the LM itself
     def _streams(self, text: tf.Tensor, documents: tf.Tensor, end: bool
                  ) -> tuple[tf.RaggedTensor, tf.Tensor]:
-        """The id streams the model reads, ``<eos>`` first (and last with ``end``), and how
+        """The id streams the model reads, ``<eos>`` first (and last with ``end``, unless the
+        run's ``--line-end`` is none), and how
         many ids of each belong to the document prefix (document and stream mode only): [B]."""
         words = self._word_ids(text)
         batch = words.nrows()
@@ -263,7 +271,7 @@ class ServingModule(tf.Module):
         else:
             prefix_length = tf.zeros([batch], tf.int32)
         parts.append(words)
-        if end:
+        if end and self.line_eos:
             parts.append(eos)
         return tf.concat(parts, axis=1), prefix_length
 
@@ -290,7 +298,7 @@ class ServingModule(tf.Module):
         targets = stream[:, 1:].to_tensor(default_value=PAD_ID)
         context = self._context(documents)
         log_probs = self.model.target_log_prob(self._hidden(inputs, context), targets, context)
-        # the sentence's targets start after the prefix: its words, then <eos>
+        # the sentence's targets start after the prefix: its words, then <eos> (if read)
         num_tokens = tf.cast(stream.row_lengths(), tf.int32) - 1 - prefix_length
         width = tf.reduce_max(num_tokens)
         positions = prefix_length[:, None] + tf.range(width)[None, :]

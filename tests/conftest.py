@@ -44,10 +44,11 @@ def tiny_models() -> dict[str, list[str]]:
 
 
 TINY_MODELS = tiny_models()
-#: what the ``exports`` fixture trains and exports: every tiny model, and TCNLM trained with
-#: the causal context (``--context preceding``)
+#: what the ``exports`` fixture trains and exports: every tiny model, TCNLM trained with
+#: the causal context (``--context preceding``) and a stream LSTM without line-end <eos>
 EXPORT_MODELS = {**TINY_MODELS,
-                 "tcnlm-preceding": TINY_MODELS["tcnlm"] + ["--context", "preceding"]}
+                 "tcnlm-preceding": TINY_MODELS["tcnlm"] + ["--context", "preceding"],
+                 "lstm-stream-no-eos": TINY_MODELS["lstm-stream"] + ["--line-end", "none"]}
 
 
 def run_flags(workdir: Path, name: str) -> list[str]:

@@ -148,9 +148,9 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
 def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     """evaluate.score sends each sentence of a file to the export's score signature with the
     context the pipeline builds in training (topic models: the rest of the document, or the
-    sentences before with --context preceding; document mode: the sentences before); its
-    perplexity equals corpus_nll's (windows of --seq-len 8, carried document state, <unk>
-    and all)."""
+    sentences before with --context preceding; document and stream mode: the sentences
+    before); its perplexity equals corpus_nll's (windows of --seq-len 8, carried document
+    state, <unk> and all; with --line-end none no <eos> is read or predicted)."""
     _, out = exports
     run_dir, saved = out[name]
     run = load_run(run_dir)
@@ -160,7 +160,12 @@ def test_score_cli_agrees_with_the_training_evaluation(exports, name, tmp_path):
     text.write_text("".join("\t".join(" ".join(s) for s in d) + "\n" for d in documents))
     result = score_main(["--saved-model", str(saved), "--text-file", str(text),
                          "--batch-size", "5", "--output", str(tmp_path / "score.json")])
-    nll, tokens = corpus_nll(run, documents)
+    if run.config.model.mode == "stream":
+        # a stream runs on from one document into the next; the export scores each
+        # document's sentences after <eos> and that document's text alone: one lane each
+        nll, tokens = map(sum, zip(*(corpus_nll(run, [d], batch_size=1) for d in documents)))
+    else:
+        nll, tokens = corpus_nll(run, documents)
     assert result["tokens"] == tokens
     assert result["perplexity"] == pytest.approx(perplexity(nll, tokens), rel=1e-5)
     assert json.loads((tmp_path / "score.json").read_text())["tokens"] == tokens

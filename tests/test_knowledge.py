@@ -209,6 +209,10 @@ def test_statistics_by_hand(toy_kb):
     assert lines[6].split() == ["experts", "per", "word", "3.00", "3.4"]
     assert lines[7].split() == ["senses", "per", "expert", "1.12", "22"]
     assert lines[1].split() == ["words", "7", "–"] and lines[-1].endswith("25.00%  –")
+    both = knowledge.format_statistics(stats, {**stats, "experts_per_word": 1.5},
+                                       labels=["before", "after"]).splitlines()
+    assert both[0].split()[:2] == ["before", "after"]
+    assert both[6].split() == ["experts", "per", "word", "3.00", "1.50", "3.4"]
 
 
 def test_statistics_of_nothing_covered_are_nan():
@@ -327,6 +331,41 @@ def test_wordnet(wordnet_dir, capsys):
     for k in range(stats["sememes"]):
         assert per_sememe[k] >= 5 or wide.sememes[k] in knowledge.WORDNET_LEXNAMES
     assert any("noun.food" in s for s in wide.word_senses("apple"))
+
+
+def test_wordnet_gives_stop_words_private_senses(wordnet_dir):
+    """WordNet's entries for function words are spurious ("a" -> vitamin A, "in" -> inch,
+    "us" -> United States, "may" -> the month): words of the stop-word list get a private
+    sense, every other word the senses it had."""
+    vocab = WN_VOCAB + ["a", "in", "us", "may", "May"]
+    before = knowledge.build_knowledge_base("wordnet", vocab, min_senses=1)
+    after = knowledge.build_knowledge_base("wordnet", vocab, min_senses=1,
+                                           stopwords={"a", "in", "us", "may", "the"})
+    assert any("vitamin.n.01" in s for s in before.word_senses("a"))
+    assert any("month.n.01" in s or "time_period.n.01" in s for s in before.word_senses("may"))
+    for word in ("a", "in", "us", "may", "May"):      # compared lower-cased
+        assert before.word_senses(word) != [[f"<private:{word}>"]]
+        assert after.word_senses(word) == [[f"<private:{word}>"]]
+    for word in ("apple", "dog", "run", "quickly"):
+        assert after.word_senses(word) == before.word_senses(word)
+
+
+def test_the_run_knowledge_base_follows_the_run_stop_word_list(wordnet_dir, tmp_path):
+    from types import SimpleNamespace
+
+    from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.decoders import build_run_knowledge_base
+    from tcnlm_tf.vocab import Vocabulary
+
+    stopwords = tmp_path / "stop.txt"
+    stopwords.write_text("# mine\ndog\n")
+    config = RunConfig()
+    config.model.decoder, config.model.knowledge_base = "sdlm", "wordnet"
+    config.data.stopwords = str(stopwords)
+    corpus = SimpleNamespace(lm_vocab=Vocabulary(WN_VOCAB, unk="<unk>"), source_dir=tmp_path)
+    assert build_run_knowledge_base(config, corpus).word_senses("dog") == [["<private:dog>"]]
+    kept = build_run_knowledge_base(config, corpus, stopword_rule=False)
+    assert kept.word_senses("dog") != [["<private:dog>"]]
 
 
 def test_wordnet_missing_dir_says_how_to_install(tmp_path, monkeypatch):

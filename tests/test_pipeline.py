@@ -1,6 +1,7 @@
 """Examples and batches: every target predicted exactly once, the document-minus-sentence
 context, and document lanes that rebuild each document's token stream."""
 import numpy as np
+import pytest
 
 from tcnlm_tf import pipeline
 from tcnlm_tf.data import encode_split
@@ -25,14 +26,14 @@ def ids(words):
 def test_encode_split_offsets_and_unknown_words():
     assert SPLIT.num_documents == 3 and SPLIT.num_sentences == 6
     assert list(SPLIT.lm_ids[SPLIT.sent_offsets[3]:SPLIT.sent_offsets[4]]) == ids(["w5", "w1"]) + [1]
-    assert SPLIT.num_predicted_tokens == 16 + 6
+    assert SPLIT.num_predicted_tokens() == 16 + 6
 
 
 def test_sentence_examples_cut_long_sentences_and_predict_each_target_once():
     examples = pipeline.sentence_examples(SPLIT, seq_len=3)
     # sentence 2 has 7 words -> 8 targets -> 3 sequences of at most 3
     assert len(examples) == 1 + 3 + 1 + 2 + 1 + 1
-    assert (examples.targets != 0).sum() == SPLIT.num_predicted_tokens
+    assert (examples.targets != 0).sum() == SPLIT.num_predicted_tokens()
     long = ids(["w2", "w5", "w6", "w7", "w8", "w9", "w0"])
     stream = [EOS] + long + [EOS]
     np.testing.assert_array_equal(examples.inputs[1:4].ravel()[:8], stream[:8])
@@ -53,7 +54,7 @@ def test_bag_of_words_is_document_minus_sentence_capped():
     np.testing.assert_array_equal(bow[3], [0, 0])               # one-sentence document
     np.testing.assert_array_equal(bow[4], [t("w3"), t("w3")])   # doc 2 minus [w2]
     np.testing.assert_array_equal(bow[5], [t("w2"), 0])         # doc 2 minus [w3 w3]
-    np.testing.assert_array_equal(batch["weights"].numpy().sum(), SPLIT.num_predicted_tokens)
+    np.testing.assert_array_equal(batch["weights"].numpy().sum(), SPLIT.num_predicted_tokens())
 
 
 def test_preceding_protocol_keeps_only_the_sentences_before():
@@ -94,7 +95,7 @@ def test_shuffle_is_a_permutation_fixed_by_seed():
 def test_document_lanes_rebuild_each_document_stream():
     lanes = pipeline.document_lanes(SPLIT, seq_len=4, lanes=2)
     inputs, targets, reset = lanes["inputs"], lanes["targets"], lanes["reset"]
-    assert (targets != 0).sum() == SPLIT.num_predicted_tokens
+    assert (targets != 0).sum() == SPLIT.num_predicted_tokens()
     streams = []
     for lane in range(2):
         for k in range(inputs.shape[0]):
@@ -160,8 +161,58 @@ def test_stream_lanes_cut_the_whole_split_into_contiguous_lanes():
     by_lane = lambda a: a.transpose(1, 0, 2).reshape(4, -1)
     x, y = by_lane(inputs), by_lane(targets)
     real = y != 0
-    assert real.sum() == SPLIT.num_predicted_tokens == len(stream) - 1
+    assert real.sum() == SPLIT.num_predicted_tokens() == len(stream) - 1
     np.testing.assert_array_equal(y[real], stream[1:])
     np.testing.assert_array_equal(x[real], stream[:-1])
     # equal lanes of ceil(22 / 4) = 6 targets; the last lane has the 4 left
     assert list(real.sum(1)) == [6, 6, 6, 4]
+
+
+def authors_tokens(path):
+    """The SDLM authors' LM/data.py: each line's ``line.split()``, nothing appended."""
+    return [w for line in path.read_text(encoding="utf-8").splitlines() for w in line.split()]
+
+
+def test_stream_without_line_ends_is_the_sdlm_authors_token_stream(tmp_path):
+    from tcnlm_tf.config import DataConfig
+    from tcnlm_tf.data import load_corpus
+
+    lines = {"train": ["朋友 电话 里 说 ， 送 给 你 。", "新华社 北京 <date> 电 （ <N> ） 。",
+                       "来到 <unk> ， 有的 说 ： “ 我们 ！ ” 。"],
+             "valid": ["朋友 说 ， 你 。", "北京 <date> 电 。"],
+             "test": ["新华社 说 ： 我们 。"]}
+    for split, text in lines.items():
+        (tmp_path / "peoples_daily").mkdir(exist_ok=True)
+        (tmp_path / "peoples_daily" / f"{split}.txt").write_text(
+            "\n".join(text) + "\n", encoding="utf-8")
+    corpus = load_corpus(DataConfig(dataset="peoples_daily", data_dir=str(tmp_path),
+                                    min_freq=1, topic_min_docs=1), cache_dir=tmp_path / "c")
+    for split in lines:
+        expected = authors_tokens(tmp_path / "peoples_daily" / f"{split}.txt")
+        arrays = corpus.splits[split]
+        assert arrays.num_predicted_tokens("none") == len(expected)
+        assert arrays.num_predicted_tokens("eos") == len(expected) + len(lines[split])
+        for line_end, count in (("none", len(expected)),
+                                ("eos", len(expected) + len(lines[split]))):
+            lanes = pipeline.stream_lanes(arrays, seq_len=4, lanes=2, line_end=line_end)
+            targets = lanes["targets"].transpose(1, 0, 2).reshape(-1)
+            real = targets[targets != 0]
+            assert len(real) == count
+            if line_end == "none":
+                # exactly the authors' tokens (vocabulary words; their <unk> is ours)
+                assert [corpus.lm_vocab.words[i] for i in real] == expected
+                assert EOS not in real
+            else:
+                assert (real == EOS).sum() == len(lines[split])
+
+
+def test_line_end_none_is_refused_outside_stream_mode():
+    from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.errors import UserError
+
+    config = RunConfig()
+    config.data.line_end = "none"
+    with pytest.raises(UserError, match="only applies to --mode stream"):
+        config.validate()
+    config.model.mode = "stream"
+    config.validate()

@@ -91,8 +91,11 @@ def test_sememes_command_lists_words_and_real_sememes(sdlm_run, capsys):
     for result in results:
         assert len(result["words"]) == 5 and len(result["sememes"]) == 5
         assert {s for s, _ in result["sememes"]} <= real
+        assert len(result["carried"]) == 5 and {s for s, _ in result["carried"]} <= real
         probabilities = [p for _, p in result["words"]]
         assert probabilities == sorted(probabilities, reverse=True)
+        carried = [p for _, p in result["carried"]]
+        assert carried == sorted(carried, reverse=True) and 0 < carried[-1] <= carried[0] <= 1
     assert "after: it was" in printed and json.loads(printed.strip().splitlines()[-1])
     assert (sdlm_run / "tensorboard" / "sememes").is_dir()
 
@@ -142,3 +145,50 @@ def test_configs_written_before_decoders_load_with_their_output_layer(softmax, d
     del raw["model"]["decoder"]
     raw["model"]["softmax"] = softmax
     assert RunConfig.from_dict(raw).model.decoder == decoder
+
+
+def test_decoders_get_their_authors_output_dropouts():
+    def model_config(*flags):
+        return config_from_args(build_parser().parse_args(TINY + list(flags))).model
+
+    sdlm = model_config("--model", "sdlm", "--dropout", "0.6")
+    assert (sdlm.output_dropout, sdlm.output_embedding_dropout, sdlm.latent_dropout) \
+        == (0.5, 0.3, 0.0)
+    mos = model_config("--decoder", "mos")
+    assert (mos.output_dropout, mos.output_embedding_dropout, mos.latent_dropout) \
+        == (None, 0.0, 0.29)
+    plain = model_config()
+    assert (plain.output_dropout, plain.output_embedding_dropout, plain.latent_dropout) \
+        == (None, 0.0, 0.0)
+    explicit = model_config("--model", "sdlm", "--output-dropout", "0.1",
+                            "--output-embedding-dropout", "0")
+    assert (explicit.output_dropout, explicit.output_embedding_dropout) == (0.1, 0.0)
+    # a configuration saved before these settings keeps the dropouts it was trained with
+    raw = RunConfig().to_dict()
+    for name in ("output_dropout", "output_embedding_dropout", "latent_dropout"):
+        del raw["model"][name]
+    old = RunConfig.from_dict(raw).model
+    assert (old.output_dropout, old.output_embedding_dropout, old.latent_dropout) \
+        == (None, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--decoder", "mos", "--latent-dropout", "0.5"],
+    ["--model", "sdlm", "--output-embedding-dropout", "0.5", "--output-dropout", "0"],
+    ["--output-dropout", "0.5"],
+], ids=["mos-latent", "sdlm-output-embedding", "output"])
+def test_output_side_dropout_is_live_in_training_and_off_in_evaluation(workdir, flags):
+    """Every other dropout at 0: the one named changes the training loss from draw to draw
+    and leaves evaluation deterministic (the MoS latent dropout was once never reached)."""
+    config = config_from_args(build_parser().parse_args(
+        TINY + ["--dropout", "0"] + flags + run_flags(workdir, "dropout")))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    trainer = Trainer(config, corpus, workdir / "runs" / f"dropout-{flags[1]}",
+                      log=lambda _: None)
+    batch = next(iter(trainer.dataset("train")))
+    log_probs = lambda training: trainer.model(batch, training=training).target_log_probs.numpy()
+    evaluation = log_probs(False)
+    np.testing.assert_array_equal(log_probs(False), evaluation)
+    trained = [log_probs(True) for _ in range(3)]
+    assert not any(np.array_equal(t, evaluation) for t in trained)
+    assert not np.array_equal(trained[0], trained[1])

@@ -182,14 +182,14 @@ def test_never_materialises_sememe_by_sense_tensors():
 
 
 def test_get_config_round_trip():
-    layer = make_decoder("symmetric", sense_bias=False, name="sdlm")
+    layer = make_decoder("symmetric", sense_bias=False, name="sdlm", embedding_dropout=0.3)
     config = layer.get_config()
     assert config["sense_word"] == SENSE_WORD and config["num_sememes"] == NUM_SEMEMES
     assert sorted(zip(config["edge_sense"], config["edge_sememe"])) == sorted(EDGES)
     assert all(type(x) is int for x in config["edge_sense"] + config["edge_sememe"])
     clone = SememeDecoder.from_config(config)
     assert (clone.name, clone.normalization, clone.use_sense_bias, clone.embedding_dim,
-            clone.num_bases) == ("sdlm", "symmetric", False, H2, R)
+            clone.num_bases, clone.embedding_dropout) == ("sdlm", "symmetric", False, H2, R, 0.3)
     clone.build((None, H1))
     for src, dst in zip(layer.weights, clone.weights):
         dst.assign(src)
@@ -250,3 +250,49 @@ def test_invalid_arguments_raise(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         SememeDecoder(**args)
+
+
+def test_embedding_dropout_drops_whole_dimensions_in_training_only():
+    """The SDLM authors' output-embedding dropout: in training one mask over the H2
+    dimensions, each kept at 1 / (1 - rate) or 0, multiplies every word's output vector;
+    evaluation reads the vectors whole."""
+    rate = 0.5
+    layer = make_decoder(embedding_dropout=rate)
+    g = np.random.default_rng(7).normal(size=(5, H1)).astype("float32")
+    targets = np.array([0, 1, 2, 1, 0])
+    evaluation = layer.target_log_prob(g, targets).numpy()
+    np.testing.assert_allclose(layer.target_log_prob(g, targets, training=False).numpy(),
+                               evaluation)
+    X = layer.word_embeddings.numpy()
+
+    def with_mask(mask):
+        layer.word_embeddings.assign(X * mask)
+        try:
+            return layer.target_log_prob(g, targets).numpy()
+        finally:
+            layer.word_embeddings.assign(X)
+
+    masks = [np.array(bits, np.float32) / (1 - rate)
+             for bits in np.ndindex(*(2,) * H2)]
+    dropped = 0
+    for _ in range(8):
+        trained = layer.target_log_prob(g, targets, training=True).numpy()
+        matches = [m for m in masks if np.allclose(with_mask(m), trained, atol=1e-5)]
+        assert matches, "no per-dimension mask explains the training output"
+        dropped += not np.allclose(trained, evaluation, atol=1e-5)
+    assert dropped > 0      # 8 draws at rate 0.5 keep all 4 dimensions with p = 16^-8
+
+
+
+def test_carried_sememe_probs_sum_the_senses_of_each_sememe():
+    """P(e_k carried) = sum over the senses s that contain sememe k of P(s|g), from the
+    loop reference's sense probabilities."""
+    layer = make_decoder()
+    g = np.random.default_rng(9).normal(size=(2, 3, H1)).astype("float32")
+    sense_p = np.exp(layer.sense_log_probs(g).numpy())                  # [2, 3, M]
+    expected = np.zeros((2, 3, NUM_SEMEMES))
+    for s, k in EDGES:
+        expected[..., k] += sense_p[..., s]
+    np.testing.assert_allclose(layer.carried_sememe_probs(g).numpy(), expected, atol=1e-6)
+    # a probability: no sense holds a sememe twice (duplicate edges are rejected)
+    assert np.all((expected > 0) & (expected <= 1 + 1e-6))

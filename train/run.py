@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, MODES, OPTIMIZERS, PRESETS,
+from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
                              SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
-                             TrainConfig, apply_preset, default_cache_dir, default_data_dir)
+                             TrainConfig, apply_decoder_dropouts, apply_preset, default_cache_dir,
+                             default_data_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
@@ -95,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "evaluation: rest: the document minus the sentence (both papers); "
                       "preceding: only the sentences before it (causal, as a document LSTM "
                       "reads); models without document context ignore it (default: rest)")
+    data.add_argument("--line-end", choices=LINE_ENDS,
+                      help="--mode stream: eos, an <eos> after every line, predicted like a "
+                      "word (the PyTorch word-language-model example; what sentence and "
+                      "document mode predict); none, only the words, as the SDLM authors' "
+                      "data.py (People's Daily lines end in their own '。') (default: eos)")
     data.add_argument("--seq-len", type=int, help="LM sequence length (30)")
     data.add_argument("--max-doc-tokens", type=int,
                       help="skip (and count) documents longer than this (100000)")
@@ -137,6 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--sememe-normalization", choices=SEMEME_NORMALIZATIONS,
                        help="--decoder sdlm: C_{k,s} of eq. 6 (left)")
     model.add_argument("--mixtures", type=int, help="--decoder mos: softmaxes mixed (10)")
+    model.add_argument("--output-dropout", type=float, metavar="RATE",
+                       help="dropout on g, the last recurrent layer's output that the "
+                       "decoder reads (default: --dropout; --decoder sdlm: 0.2 + 0.5 x "
+                       "--dropout, the SDLM authors' code, 0.5 at their 0.6)")
+    model.add_argument("--output-embedding-dropout", type=float, metavar="RATE",
+                       help="--decoder sdlm or mos: dropout on the output embedding's "
+                       "dimensions, one mask per batch (default: 0; sdlm: 0.5 x --dropout, "
+                       "the SDLM authors' code, 0.3 at their 0.6)")
+    model.add_argument("--latent-dropout", type=float, metavar="RATE",
+                       help="--decoder mos: dropout on the latent contexts h_n (default: "
+                       "0.29, Yang et al.'s PTB setting)")
     own = parser.add_argument_group("model options (each applies to the models named)")
     for option in OPTIONS.values():
         users = models_with(option.name)
@@ -216,6 +233,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if "topic_min_docs" not in explicit:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     apply_preset(config.model, set(explicit))
+    apply_decoder_dropouts(config.model, set(explicit))
     if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
             and not (config.model.knowledge_base or "").startswith("hownet:")):
         raise UserError(f"--decoder sdlm on --dataset {config.data.dataset} needs HowNet's "
@@ -348,7 +366,8 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
     print(f"run directory: {run_dir}")
     print(f"corpus {corpus.name}: LM vocabulary {len(corpus.lm_vocab)}, topic vocabulary "
           f"{len(corpus.topic_vocab)}, " + ", ".join(
-              f"{s} {a.num_documents} docs / {a.num_predicted_tokens} tokens"
+              f"{s} {a.num_documents} docs / "
+              f"{a.num_predicted_tokens(config.data.line_end)} tokens"
               for s, a in corpus.splits.items()))
 
     trainer = Trainer(config, corpus, run_dir, strategy=strategy)
@@ -371,7 +390,7 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
     test_nll, test_tokens = trainer.evaluate("test")
     test_ppl = perplexity(test_nll, test_tokens)
     trainer.log_test_perplexity(test_ppl)
-    unigram = baselines.unigram_perplexity(corpus, "test")
+    unigram = baselines.unigram_perplexity(corpus, "test", line_end=config.data.line_end)
     oracle = baselines.oracle_perplexity(corpus, "test")
     tasks = trainer.evaluate_tasks("test")
     for name, value in tasks.items():

@@ -316,7 +316,8 @@ class Trainer:
                                      self.model.context_inputs, data.max_bow, shuffle_seed,
                                      self.examples.get(split),
                                      self.model.document_features(split, arrays),
-                                     self.model.context_options, data.context)
+                                     self.model.context_options, data.context,
+                                     data.line_end)
 
     def distribute(self, dataset: tf.data.Dataset) -> Iterator:
         """The global batches of ``dataset``, each split among the replicas (a generator).
@@ -732,10 +733,10 @@ class Trainer:
         chief only) and return its contents."""
         path = self.run_dir / "metrics.json"
         metrics = json.loads(path.read_text()) if path.is_file() else {}
+        train_tokens = self.corpus.splits["train"].num_predicted_tokens(self.config.data.line_end)
         metrics.update({"dataset": self.config.data.dataset, "model": self.config.model.model,
                         "mode": self.config.model.mode, "epochs": self.history,
-                        "steps": self.step,
-                        "train_tokens_per_epoch": self.corpus.splits["train"].num_predicted_tokens,
+                        "steps": self.step, "train_tokens_per_epoch": train_tokens,
                         "best_valid_perplexity": (None if math.isinf(float(self.best_valid))
                                                   else float(self.best_valid))})
         metrics.update(extra)

@@ -1,7 +1,8 @@
 """Recurrent language models: the shared skeleton and the basic-LSTM baseline.
 
 :class:`RecurrentLanguageModel` is embedding (``embedding_dim``) -> dropout ->
-``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers) -> an
+``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers; the last,
+on the vector g the output layer reads, may have its own rate, ``output_dropout``) -> an
 output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`,
 one of the decoders of :mod:`tcnlm_tf.decoders`): adaptive softmax (Grave et al. 2016) by
 default, a full softmax, a full softmax whose weights are the input embedding
@@ -55,7 +56,9 @@ class TiedSoftmax(keras.layers.Layer):
     def call(self, hidden: tf.Tensor) -> tf.Tensor:
         return tf.nn.log_softmax(self.logits(hidden), axis=-1)
 
-    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor,
+                        training: bool = False) -> tf.Tensor:
+        """log p(target) [...]; ``training`` as every output layer's (no dropout here)."""
         return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
                                                                logits=self.logits(hidden))
 
@@ -68,12 +71,14 @@ class RecurrentLanguageModel(LanguageModel):
     :func:`tcnlm_tf.decoders.make_output_layer`): ``{"cutoffs": (2000,)}`` for ``adaptive``
     (``()``: a full softmax), ``{"tie": True}`` for a tied ``softmax``, ``{"mixtures": 10}``
     for ``mos``, ``{"knowledge_base": KnowledgeBase, "num_bases": 5, "normalization":
-    "left"}`` for ``sdlm``."""
+    "left"}`` for ``sdlm``. ``output_dropout``: the rate of the dropout after the last
+    recurrent layer (None: ``dropout``; the SDLM authors use 0.2 + 0.5 * dropout there)."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
                  num_layers: int = 1, dropout: float = 0.4, decoder: str = "adaptive",
                  decoder_options: dict[str, Any] | None = None,
-                 embeddings_file: str | None = None, **kwargs):
+                 embeddings_file: str | None = None, output_dropout: float | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.embeddings_file = embeddings_file
         self.vocab_size = vocab_size
@@ -82,7 +87,9 @@ class RecurrentLanguageModel(LanguageModel):
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
         self.input_dropout = keras.layers.Dropout(dropout)
         self.rnns = [self.make_layer(i) for i in range(num_layers)]
-        self.dropouts = [keras.layers.Dropout(dropout) for _ in range(num_layers)]
+        last = dropout if output_dropout is None else output_dropout
+        self.dropouts = [keras.layers.Dropout(dropout if i < num_layers - 1 else last)
+                         for i in range(num_layers)]
         self.softmax = self.make_output_layer(decoder, dict(decoder_options or {}))
 
     @classmethod
@@ -92,7 +99,7 @@ class RecurrentLanguageModel(LanguageModel):
         m = config.model
         return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
-                    embeddings_file=m.option("embeddings"),
+                    output_dropout=m.output_dropout, embeddings_file=m.option("embeddings"),
                     **decoders.output_arguments(config, lm_vocab, run_dir))
 
     def embedding_tables(self) -> list[tuple[Any, str]]:
@@ -181,9 +188,11 @@ class RecurrentLanguageModel(LanguageModel):
         """Full next-word log-probabilities: hidden [..., H] -> [..., vocab_size] (sum to 1)."""
         return self.softmax(hidden)
 
-    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor, context: Context) -> tf.Tensor:
-        """log p(target) [...] from hidden [..., H] (efficient for the adaptive softmax)."""
-        return self.softmax.target_log_prob(hidden, targets)
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor, context: Context,
+                        training: bool = False) -> tf.Tensor:
+        """log p(target) [...] from hidden [..., H] (efficient for the adaptive softmax);
+        ``training`` turns on the output layer's own dropout (SDLM, MoS)."""
+        return self.softmax.target_log_prob(hidden, targets, training=training)
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False,
              state: Any = None, context: Context | None = None) -> ModelOutput:
@@ -191,7 +200,7 @@ class RecurrentLanguageModel(LanguageModel):
             context = self.context(batch, training=training)
         hidden, new_state = self.encode(batch["inputs"], context, training=training,
                                         state=state, reset=batch.get("reset"))
-        return ModelOutput(self.target_log_prob(hidden, batch["targets"], context),
+        return ModelOutput(self.target_log_prob(hidden, batch["targets"], context, training),
                            state=new_state, aux_loss=context.aux_loss,
                            aux_metrics=context.aux_metrics)
 

@@ -170,10 +170,10 @@ class NaiveMoE(TopicGuidedLanguageModel):
         return tf.reshape(log_t, tf.concat([tf.shape(log_t)[:1], [1] * extra,
                                             tf.shape(log_t)[1:]], 0))
 
-    def target_log_prob(self, hidden, targets, context):
+    def target_log_prob(self, hidden, targets, context, training=False):
         """log sum_k t_k p_k(target) [B, L] from expert vectors [B, L, T, H] (eq. 7)."""
         per_expert = super().target_log_prob(
-            hidden, tf.repeat(targets[..., None], self.num_topics, axis=-1), context)
+            hidden, tf.repeat(targets[..., None], self.num_topics, axis=-1), context, training)
         return tf.reduce_logsumexp(per_expert + self._log_topics(context, per_expert), axis=-1)
 
     def log_probs(self, hidden, context):

@@ -202,8 +202,9 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
                 "joint": tf.where(observed_stop, stop_word, content_word),
                 "indicator": tf.where(observed_stop, log_stop, log_content)}
 
-    def target_log_prob(self, hidden, targets, context) -> tf.Tensor:
-        """log p(target | h, theta) [...]: the marginal over l, as :meth:`log_probs`."""
+    def target_log_prob(self, hidden, targets, context, training=False) -> tf.Tensor:
+        """log p(target | h, theta) [...]: the marginal over l, as :meth:`log_probs`
+        (``training`` as the other models'; Topic-RNN's own output layer has no dropout)."""
         return self._target_terms(hidden, targets, context)["marginal"]
 
     def call(self, batch, training=False, state=None, context=None) -> ModelOutput:
