@@ -283,6 +283,22 @@ def test_embedding_dropout_drops_whole_dimensions_in_training_only():
     assert dropped > 0      # 8 draws at rate 0.5 keep all 4 dimensions with p = 16^-8
 
 
+def test_default_initialisation_is_the_authors():
+    """tied_lstm_rnn.py's init_weights: v and the basis logits uniform in +-0.1, the bases
+    in +-0.05, b and the sense bias zero (v and the bases have thousands of entries, so
+    their largest reaches the range's end; the 4 x 3 basis logits need only be non-zero)."""
+    layer = SememeDecoder(VOCAB, SENSE_WORD, EDGE_SENSE, EDGE_SEMEME, NUM_SEMEMES, num_bases=R,
+                          embedding_dim=200)
+    layer.build((None, 300))
+    for weight, limit in ((layer.sememe_kernel, 0.1), (layer.bases, 0.05)):
+        values = np.abs(weight.numpy())
+        assert values.max() <= limit and values.max() > 0.99 * limit, weight.name
+    logits = np.abs(layer.basis_logits.numpy())
+    assert logits.max() <= 0.1 and np.all(logits > 0)
+    for weight in (layer.sememe_bias, layer.sense_bias):
+        assert not np.any(weight.numpy()), weight.name
+
+
 
 def test_carried_sememe_probs_sum_the_senses_of_each_sememe():
     """P(e_k carried) = sum over the senses s that contain sememe k of P(s|g), from the
