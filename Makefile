@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED := 1
 WORDNET_DIR ?= $(or $(TCNLM_WORDNET_DIR),/usr/share/wordnet)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q wordnet-base
 
-.PHONY: install wordnet demo test bench clean
+.PHONY: install wordnet demo test test-fast bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ demo: install
 ## test: the whole test suite (small configurations, synthetic corpus; < 15 min on 2 cores),
 ## in 2 processes (pytest-xdist; each test file stays in one, see tests/conftest.py).
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+## test-fast: the unit tests only (every test not marked slow: no tiny training runs or
+## exports; about a minute), for the edit-test loop. CI runs `make test`.
+test-fast: install
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
 
 clean:
 	rm -rf runs .cache .pytest_cache

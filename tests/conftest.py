@@ -59,14 +59,25 @@ def run_flags(workdir: Path, name: str) -> list[str]:
 EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py"}
 
 
-def pytest_collection_modifyitems(items):
-    """Under ``pytest -n 2 --dist loadgroup`` (``make test``) every test file runs in one
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``pytest -n 2 --dist loadfile`` (``make test``) every test file runs in one
     process, in order (module fixtures are built once and some tests build on the previous
-    one's run), and the files that share ``exports`` run in the same one, so it is built
-    once."""
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("exports" if name in EXPORT_FILES else name))
+    one's run), and the files that share ``exports`` (:data:`EXPORT_FILES`) run in the same
+    one, so it is built once: pytest-xdist's file scheduling with those files as one scope.
+    (``--dist loadgroup`` with ``xdist_group`` marks did not group anything under pytest 9.2:
+    pytest-xdist renames ``item._nodeid``, which pytest 9.2 no longer reads; pytest-xdist
+    issue 1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ExportsAsOneFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "exports" if Path(path).name in EXPORT_FILES else path
+
+    return ExportsAsOneFile(config, log)
 
 
 #: the registered models that have topics

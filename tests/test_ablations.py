@@ -15,6 +15,9 @@ from tests.test_evaluate import TINY
 from tests.test_pipeline import SPLIT
 from train.run import main as train
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def test_shuffled_context_is_another_whole_document():
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)

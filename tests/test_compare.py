@@ -7,6 +7,9 @@ import pytest
 from evaluate.compare import main as compare
 from tests.test_evaluate import TINY
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def tiny_args(root, *extra):
     # TCNLM's own flags go only to its row; T comes from the comparison's --num-topics

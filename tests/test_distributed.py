@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np

@@ -12,6 +12,9 @@ from tcnlm_tf.models.registry import MODELS
 from tests.conftest import TOPIC_MODELS
 from train.run import main as train
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 TINY = ["--synthetic", "train_docs=120", "--synthetic", "valid_docs=12", "--synthetic",
         "test_docs=12", "--synthetic", "num_topics=4", "--synthetic", "content_vocab_size=120",
         "--hidden-size", "32", "--embedding-dim", "16", "--batch-size", "32", "--epochs", "2",

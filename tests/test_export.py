@@ -22,6 +22,9 @@ from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.pipeline import PAD_ID
 from train.export import main as export_main
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 PY_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 
 #: run by a fresh interpreter in isolated mode (-I: no cwd, no PYTHONPATH on sys.path)

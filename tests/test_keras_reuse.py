@@ -11,6 +11,9 @@ import pytest
 import layers
 from tests.conftest import REPO_ROOT
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 B, L, NX, T, V = 4, 6, 5, 3, 30
 
 

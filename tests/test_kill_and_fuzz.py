@@ -15,6 +15,9 @@ import tensorflow as tf
 from tests.conftest import REPO_ROOT, TINY_EPOCH, run_flags
 from train.run import main
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 #: TINY for 2 whole epochs, a checkpoint after nearly every step
 KILLABLE = (TINY_EPOCH + ["--epochs", "2", "--checkpoint-minutes", "0.001"])
 

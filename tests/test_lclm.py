@@ -307,6 +307,7 @@ def test_the_model_is_a_distribution_that_reads_the_preceding_sentences():
     assert np.abs(empty - target).max() > 1e-6
 
 
+@pytest.mark.slow
 def test_tiny_training_run_end_to_end(tmp_path):
     """A whole epoch through train.run; the reloaded run's evaluation of the test file (the
     evaluate commands' path) gives the test perplexity training reported, and it generates

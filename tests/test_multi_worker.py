@@ -16,6 +16,9 @@ import pytest
 
 from tests.conftest import REPO_ROOT, TINY
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 #: seconds for each launch of the two workers (each imports TensorFlow and trains 2-3 steps)
 LAUNCH_TIMEOUT = 150
 #: no dropout: the two workers draw masks for their halves, one process for the whole batch

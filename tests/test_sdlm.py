@@ -21,6 +21,9 @@ from tests.conftest import TINY, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):

@@ -17,6 +17,9 @@ from tcnlm_tf.errors import UserError
 from tcnlm_tf.mixtures import topic_mixture
 from tests.conftest import REPO_ROOT
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def test_predict_url_and_request_body():
     assert predict_url("http://h:8501/", "m") == "http://h:8501/v1/models/m:predict"

@@ -16,6 +16,9 @@ from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 TDLM = ["--model", "tdlm", *MODELS["tdlm"].test_flags]
 
 

@@ -14,6 +14,9 @@ from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 from tests.conftest import TINY, TINY_EPOCH
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 SMALL_SYNTHETIC = ["--synthetic", "train_docs=240", "--synthetic", "valid_docs=30",
                    "--synthetic", "test_docs=30", "--synthetic", "num_topics=6",
                    "--synthetic", "content_vocab_size=240", "--synthetic", "seed=3"]

@@ -15,6 +15,9 @@ from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
 from tests.test_cli import assert_one_line_error
 from train.run import main
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def test_a_runs_dir_that_is_a_file_is_a_one_line_error(tmp_path):
     blocker = tmp_path / "a-file"
