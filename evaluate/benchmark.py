@@ -18,11 +18,16 @@ Sections (``--sections``, default all four, run in this order):
     cost the same (the "floor"), and how far the measured ratio is above it.
 ``models``
     Whole-model training throughput of every model of the registry
-    (:data:`tcnlm_tf.models.registry.MODELS`) at the small preset, each configured as
-    ``evaluate.compare`` configures its row (the row's own flags, e.g. the naive MoE's 30
-    experts of 100 units, and ``--num-topics`` for the models that take it unless the row
-    pins it) and built as ``train.run`` builds it (``build_parser`` / ``config_from_args``,
-    ``load_corpus``, ``Trainer`` in a temporary run directory). One step is
+    (:data:`tcnlm_tf.models.registry.MODELS`) and of the LSTM with the decoders no model
+    uses by default (``lstm-tied``, ``lstm-mos``) at the small preset, under each precision
+    of ``--precisions`` (``train.run --precision``; default float32 and mixed_bfloat16), each
+    configured as ``evaluate.compare`` configures its row (the row's own flags, e.g. the
+    naive MoE's 30 experts of 100 units, and ``--num-topics`` for the models that take it
+    unless the row pins it) and built as ``train.run`` builds it (``build_parser`` /
+    ``config_from_args``, ``load_corpus``, ``Trainer`` in a temporary run directory). Every
+    (row, precision) pair is a contender of the same rounds; the table gives each
+    precision's tokens/s, its ratio to the LSTM's under the same precision, and the
+    speed-up of each further precision over the first. One step is
     ``Trainer._train_step`` (forward, backward, gradient all-reduce and clipping, optimiser
     update) on one of the first ``--model-batches`` batches of the unshuffled training split,
     the same batches for every model. Models with further training tasks (TDLM's topic
@@ -66,6 +71,7 @@ is computed in the run.
     python -m evaluate.benchmark                      # every section at its default sizes
     python -m evaluate.benchmark --rounds 2 --steps 1 --sections recurrent --hidden-size 64
     python -m evaluate.benchmark --sections models --models lstm,tcnlm,moe
+    python -m evaluate.benchmark --sections models --precisions float32,mixed_bfloat16
     python -m evaluate.benchmark --sections scaling --corpus-docs 100,200,400 --topic-counts 10,50
 """
 from __future__ import annotations
@@ -88,6 +94,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tcnlm_tf.config import DATASETS, ModelConfig, default_cache_dir  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 from tcnlm_tf.models.registry import MODELS, compare_rows  # noqa: E402
+from tcnlm_tf.precision import PRECISIONS  # noqa: E402
 from tcnlm_tf.synthetic import SyntheticConfig  # noqa: E402
 
 SECTIONS = ("recurrent", "models", "decoders", "scaling")
@@ -96,6 +103,9 @@ DECODERS = ("softmax", "adaptive", "sdlm", "mos")
 REFERENCE = "softmax"
 #: the reference row of the models section
 REFERENCE_MODEL = "lstm"
+#: the models section's default rows: every registered model, and the LSTM with each
+#: decoder its default leaves out (adaptive softmax: lstm; sdlm: the sdlm model)
+DEFAULT_MODEL_ROWS = (*MODELS, "lstm-tied", "lstm-mos")
 #: Gu et al. 2018, Sec. 3.3 (People's Daily with HowNet): sememe experts per word and senses
 #: per sememe expert
 EXPERTS_PER_WORD = 3.4
@@ -196,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "  " + line.strip() for line in rest.splitlines()
                     if line.strip().startswith(PROGRAM)))
     model_names = tuple(MODELS)
+    row_names = tuple(compare_rows())
     p.add_argument("--sections", default=",".join(SECTIONS),
                    type=_name_list(SECTIONS, "--sections"),
                    help=f"comma list out of {','.join(SECTIONS)} (default: all)")
@@ -224,9 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     sizes.add_argument("--moe-experts", type=int, default=10,
                        help="experts K of the MoE LSTM (default: 10)")
     models = p.add_argument_group("models")
-    models.add_argument("--models", default=",".join(model_names),
-                        type=_name_list(model_names, "--models"),
-                        help=f"comma list out of {','.join(model_names)} (default: all)")
+    models.add_argument("--models", default=",".join(DEFAULT_MODEL_ROWS),
+                        type=_name_list(row_names, "--models"),
+                        help="comma list of evaluate.compare rows, out of "
+                             f"{','.join(row_names)} (default: every model and decoder, "
+                             f"{','.join(DEFAULT_MODEL_ROWS)})")
+    models.add_argument("--precisions", default="float32,mixed_bfloat16",
+                        type=_name_list(PRECISIONS, "--precisions"),
+                        help=f"train.run --precision of each model, timed side by side, out "
+                             f"of {','.join(PRECISIONS)} (default: float32,mixed_bfloat16)")
     models.add_argument("--dataset", choices=DATASETS, default=None,
                         help="corpus of the models section (default: apnews when --data-dir "
                              "holds apnews/train.txt, else synthetic)")
@@ -482,8 +499,9 @@ def synthetic_flags(items: list[str]) -> list[str]:
 
 def models_section(args) -> None:
     """Times ``Trainer._train_step`` (one optimiser step of the language model: forward,
-    backward, all-reduce, clipping, update) of every chosen model on the same training
-    batches [batch size, sequence length] (plus each model's context inputs)."""
+    backward, all-reduce, clipping, update) of every chosen row under every chosen precision
+    on the same training batches [batch size, sequence length] (plus each model's context
+    inputs); all (row, precision) pairs alternate in the same rounds."""
     import tensorflow as tf
 
     from tcnlm_tf import knowledge
@@ -500,39 +518,41 @@ def models_section(args) -> None:
     no_due = tf.constant(0.0)
     with tempfile.TemporaryDirectory(prefix="tcnlm-benchmark-") as scratch:
         for name in args.models:
-            # the model's evaluate.compare row (every model has one named after it)
             model, flags = rows_of[name]
             takes_topics = "num_topics" in MODELS[model].option_names
             topics = (["--num-topics", str(args.num_topics)]
                       if takes_topics and "--num-topics" not in flags else [])
-            config = train_run_config(shared + flags + topics)
-            if config.model.decoder == "sdlm" and config.model.knowledge_base == "wordnet":
-                try:
-                    knowledge.find_wordnet_dir()
-                except UserError as err:
-                    notes.append(f"{name}: skipped, it needs --knowledge-base wordnet: {err}")
-                    continue
-            key = repr(config.data)
-            if key not in corpora:
-                corpora[key] = load_corpus(config.data, cache_dir=args.cache_dir,
-                                           log=lambda m: print(m, file=sys.stderr))
-            trainer = Trainer(config, corpora[key], Path(scratch) / name, log=quiet)
-            trainer.prepare()
-            batches = list(islice(trainer.distribute(trainer.dataset("train")),
-                                  args.model_batches))
+            for precision in args.precisions:
+                config = train_run_config(shared + flags + topics + ["--precision", precision])
+                if config.model.decoder == "sdlm" and config.model.knowledge_base == "wordnet":
+                    try:
+                        knowledge.find_wordnet_dir()
+                    except UserError as err:
+                        notes.append(f"{name}: skipped, it needs --knowledge-base wordnet: "
+                                     f"{err}")
+                        break
+                key = repr(config.data)
+                if key not in corpora:
+                    corpora[key] = load_corpus(config.data, cache_dir=args.cache_dir,
+                                               log=lambda m: print(m, file=sys.stderr))
+                trainer = Trainer(config, corpora[key], Path(scratch) / f"{name}-{precision}",
+                                  log=quiet)
+                trainer.prepare()
+                batches = list(islice(trainer.distribute(trainer.dataset("train")),
+                                      args.model_batches))
 
-            def run(i, trainer=trainer, batches=batches):
-                sums, _ = trainer._train_step(batches[i % len(batches)], None, no_due)
-                return float(sums["tokens"])
+                def run(i, trainer=trainer, batches=batches):
+                    sums, _ = trainer._train_step(batches[i % len(batches)], None, no_due)
+                    return float(sums["tokens"])
 
-            contenders[name] = run
-            m = config.model
-            size = f"{m.num_layers}x{m.hidden_size}, {m.decoder}"
-            if takes_topics:
-                size += f", T={m.option('num_topics')}"
-            described[name] = (size, count_parameters(trainer.model))
-            shapes.add((config.train.batch_size, config.data.seq_len, len(batches)))
-            if trainer.tasks:
+                contenders[(name, precision)] = run
+                m = config.model
+                size = f"{m.num_layers}x{m.hidden_size}, {m.decoder}"
+                if takes_topics:
+                    size += f", T={m.option('num_topics')}"
+                described[name] = (size, count_parameters(trainer.model))
+                shapes.add((config.train.batch_size, config.data.seq_len, len(batches)))
+            if trainer.tasks and name in described:
                 notes.append(f"{name}: language-model step only; its "
                              f"{', '.join(task.name for task in trainer.tasks)} training "
                              "step(s) are not timed")
@@ -540,24 +560,43 @@ def models_section(args) -> None:
             raise UserError("no model left to time: " + "; ".join(notes))
         print(f"models, one training step each (Trainer._train_step): {args.dataset} corpus, "
               f"small preset, " + ", ".join(f"batch {b} x {n}, cycling through the first {k} "
-                                            "training batch(es)" for b, n, k in sorted(shapes)),
-              flush=True)
+                                            "training batch(es)" for b, n, k in sorted(shapes))
+              + f"; precisions {', '.join(args.precisions)}", flush=True)
         times = time_contenders(contenders, args.warmup, args.rounds, args.steps)
-    reference = times.get(REFERENCE_MODEL, {}).get("rate")
-    rows = []
-    for name, measured in times.items():
-        size, parameters = described[name]
-        rows.append((name, size, f"{parameters:,}", f"{measured['seconds'] * 1e3:.2f}",
-                     f"{measured['work']:,.0f}", f"{measured['rate']:,.0f}",
-                     ratio(measured["rate"], reference)))
-    print_table(("model", "size", "parameters", "ms/step", "tokens/step", "tokens/s",
-                 f"tokens/s x {REFERENCE_MODEL}"), rows, left=2)
+    print_model_table(times, described, args.precisions)
     for note in notes:
         print(f"  {note}")
-    if "moe" in times and "tcnlm" in times:
-        print(f"naive MoE tokens/s / TCNLM tokens/s: "
-              f"{times['moe']['rate'] / times['tcnlm']['rate']:.2f} "
-              f"(moe {described['moe'][0]}; tcnlm {described['tcnlm'][0]})")
+    for precision in args.precisions:
+        if ("moe", precision) in times and ("tcnlm", precision) in times:
+            print(f"naive MoE tokens/s / TCNLM tokens/s ({precision}): "
+                  f"{times['moe', precision]['rate'] / times['tcnlm', precision]['rate']:.2f} "
+                  f"(moe {described['moe'][0]}; tcnlm {described['tcnlm'][0]})")
+
+
+def print_model_table(times: dict[tuple[str, str], dict[str, float]],
+                      described: dict[str, tuple[str, int]], precisions: list[str]) -> None:
+    """One row per model: its size and parameters, then per precision its ms/step,
+    tokens/s and tokens/s relative to the LSTM's under the same precision, then each
+    further precision's tokens/s relative to the first's (the speed-up)."""
+    names = list(dict.fromkeys(name for name, _ in times))
+    header = ["model", "size", "parameters", "tokens/step"]
+    for precision in precisions:
+        header += [f"{precision} ms/step", f"{precision} tokens/s",
+                   f"x {REFERENCE_MODEL} ({precision})"]
+    header += [f"{p} / {precisions[0]}" for p in precisions[1:]]
+    rows = []
+    for name in names:
+        size, parameters = described[name]
+        first = times[name, precisions[0]]
+        row = [name, size, f"{parameters:,}", f"{first['work']:,.0f}"]
+        for precision in precisions:
+            measured = times[name, precision]
+            reference = times.get((REFERENCE_MODEL, precision), {}).get("rate")
+            row += [f"{measured['seconds'] * 1e3:.2f}", f"{measured['rate']:,.0f}",
+                    ratio(measured["rate"], reference)]
+        row += [ratio(times[name, p]["rate"], first["rate"]) for p in precisions[1:]]
+        rows.append(tuple(row))
+    print_table(tuple(header), rows, left=2)
 
 
 # ------------------------------------------------------------------------------ decoders

@@ -166,18 +166,28 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 self.add_weight(name=f"tail_{i}_bias", shape=(hi - lo,), initializer="zeros")
             )
 
+    def _weight(self, variable):
+        """``variable`` in the compute dtype (the products run in it; Keras casts weights
+        only inside ``__call__``, and ``target_log_prob`` is called directly)."""
+        return tf.cast(variable, self.compute_dtype)
+
     def _head_logits(self, h):
-        """``h [N, d]`` -> head logits ``[N, shortlist_size + n_clusters]``."""
-        return tf.matmul(h, self.head_kernel) + self.head_bias
+        """``h [N, d]`` -> head logits ``[N, shortlist_size + n_clusters]``, float32 (the
+        normalisers run in float32 whatever the compute dtype)."""
+        logits = tf.matmul(h, self._weight(self.head_kernel)) + self._weight(self.head_bias)
+        return tf.cast(logits, tf.float32)
 
     def _tail_logits(self, i, h):
-        """``h [N, d]`` -> logits of tail cluster ``i`` over its words ``[N, size_i]``."""
-        projected = tf.matmul(h, self.tail_projections[i])
-        return tf.matmul(projected, self.tail_kernels[i]) + self.tail_biases[i]
+        """``h [N, d]`` -> logits of tail cluster ``i`` over its words ``[N, size_i]``,
+        float32."""
+        projected = tf.matmul(h, self._weight(self.tail_projections[i]))
+        logits = (tf.matmul(projected, self._weight(self.tail_kernels[i]))
+                  + self._weight(self.tail_biases[i]))
+        return tf.cast(logits, tf.float32)
 
     def call(self, hidden):
-        """Exact log-probabilities: ``hidden [..., d]`` -> ``[..., vocab_size]``."""
-        h = tf.reshape(hidden, [-1, self.input_dim])
+        """Exact log-probabilities: ``hidden [..., d]`` -> ``[..., vocab_size]`` (float32)."""
+        h = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.input_dim])
         head_log_p = tf.nn.log_softmax(self._head_logits(h), axis=-1)
         parts = [head_log_p[:, : self.shortlist_size]]
         for i in range(len(self.tail_bounds)):

@@ -98,16 +98,21 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         self._build_output_embedding(self.vocab_size)
 
     def _components(self, hidden, training):
-        """``hidden [..., H1]`` -> (``log pi`` ``[T, N]``, component logits ``[T, N, V]``)."""
+        """``hidden [..., H1]`` -> (``log pi`` ``[T, N]``, component logits ``[T, N, V]``),
+        both float32 (the products run in the compute dtype, the normalisers in float32)."""
         if not self.built:
             self.build(hidden.shape)
-        g = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.input_dim])
-        log_prior = tf.nn.log_softmax(tf.matmul(g, self.prior_kernel), axis=-1)
-        latent = tf.tanh(tf.matmul(g, self.latent_kernel) + self.latent_bias)
+        dtype = self.compute_dtype
+        g = tf.reshape(tf.cast(hidden, dtype), [-1, self.input_dim])
+        prior_logits = tf.matmul(g, tf.cast(self.prior_kernel, dtype))
+        log_prior = tf.nn.log_softmax(tf.cast(prior_logits, tf.float32), axis=-1)
+        latent = tf.tanh(tf.matmul(g, tf.cast(self.latent_kernel, dtype))
+                         + tf.cast(self.latent_bias, dtype))
         latent = self.dropout(latent, training=training)
         latent = tf.reshape(latent, [-1, self.embedding_dim])  # [T * N, H2]
         logits = (tf.matmul(latent, self._output_embeddings(training), transpose_b=True)
-                  + self.output_bias)
+                  + tf.cast(self.output_bias, dtype))
+        logits = tf.cast(logits, tf.float32)
         return log_prior, tf.reshape(logits, [-1, self.num_mixtures, self.vocab_size])
 
     def call(self, hidden, training=False):

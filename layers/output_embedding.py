@@ -69,12 +69,10 @@ class OutputEmbedding:
                 self.embedding.build((None,))
 
     def _output_embeddings(self, training=False) -> tf.Tensor:
-        """``X`` ``[V, H2]``: the tied input embedding or the layer's own (in training, its
-        dimensions dropped with ``embedding_dropout``)."""
-        if self.embedding is not None:
-            vectors = tf.cast(self.embedding.embeddings, self.compute_dtype)
-        else:
-            vectors = self.word_embeddings
+        """``X`` ``[V, H2]`` in the compute dtype: the tied input embedding or the layer's own
+        (in training, its dimensions dropped with ``embedding_dropout``)."""
+        owned = self.embedding.embeddings if self.embedding is not None else self.word_embeddings
+        vectors = tf.cast(owned, self.compute_dtype)
         if self.embedding_mask is not None and training:
             vectors = vectors * self.embedding_mask(
                 tf.ones([1, self.embedding_dim], vectors.dtype), training=True)

@@ -231,9 +231,15 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         hidden = tf.cast(hidden, self.compute_dtype)
         return tf.reshape(hidden, [-1, self.input_dim])
 
+    def _weight(self, variable):
+        """``variable`` in the compute dtype, for the products (Keras casts weights only
+        inside ``__call__``; the public methods are called directly too)."""
+        return tf.cast(variable, self.compute_dtype)
+
     def _sememe_logits(self, g):
-        """eq. 4 pre-activation ``g^T v_k + b_k``: ``g [N, H1]`` -> ``[N, K]``."""
-        return tf.matmul(g, self.sememe_kernel) + self.sememe_bias
+        """eq. 4 pre-activation ``g^T v_k + b_k``: ``g [N, H1]`` -> ``[N, K]``, float32."""
+        logits = tf.matmul(g, self._weight(self.sememe_kernel)) + self._weight(self.sememe_bias)
+        return tf.cast(logits, tf.float32)
 
     def _sense_scores_t(self, g, training=False):
         """Sense scores (eq. 8 numerator exponent), transposed: ``g [N, H1]`` -> ``[M, N]``.
@@ -243,27 +249,30 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         C_{k,s} alpha_{k,r} q_k`` (the constant sparse ``[M, K]`` matrix of the ``C_{k,s}``
         times the dense ``alpha_{k,r} q_k``, ``[K, N]``): eq. 5-8 with eq. 10 substituted and
         the sums reordered. One ``[M, N]`` term per basis (``R`` is small) keeps every
-        elementwise op on contiguous ``[M, N]`` tensors.
+        elementwise op on contiguous ``[M, N]`` tensors. The bilinear scores ``z_r`` are
+        products in the compute dtype; everything after them (``q``, ``alpha``, ``beta``, the
+        scores) is float32.
         """
         R = self.num_bases
         embeddings = self._output_embeddings(training)
         sense_word = tf.constant(self.sense_word, tf.int32)
         q_t = tf.transpose(tf.sigmoid(self._sememe_logits(g)))  # [K, N], eq. 4
-        alpha = tf.nn.softmax(self.basis_logits, axis=-1)  # [K, R], eq. 10
+        alpha = tf.nn.softmax(tf.cast(self.basis_logits, tf.float32), axis=-1)  # [K, R], eq. 10
         coefficients = tf.SparseTensor(  # C_{k,s} at [s, k], [M, K]
             indices=tf.constant(np.stack([self.edge_sense, self.edge_sememe], 1), tf.int64),
-            values=tf.constant(self.edge_coefficient, self.compute_dtype),
+            values=tf.constant(self.edge_coefficient, tf.float32),
             dense_shape=[self.num_senses, self.num_sememes])
         terms = []
         for r in range(R):
-            z = tf.matmul(embeddings, tf.matmul(g, self.bases[r]), transpose_b=True)  # [V, N]
+            z = tf.cast(tf.matmul(embeddings, tf.matmul(g, self._weight(self.bases[r])),
+                                  transpose_b=True), tf.float32)  # [V, N]
             if not self._one_sense_per_word:
                 z = tf.gather(z, sense_word)  # [M, N]
             beta = tf.sparse.sparse_dense_matmul(coefficients, alpha[:, r:r + 1] * q_t)
             terms.append(z * beta)
         scores = tf.add_n(terms)
         if self.sense_bias is not None:
-            scores += self.sense_bias[:, None]
+            scores += tf.cast(self.sense_bias, tf.float32)[:, None]
         return scores
 
     def _sense_log_probs_t(self, g):

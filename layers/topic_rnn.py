@@ -146,14 +146,18 @@ class TopicRNNOutput(AdaptiveSoftmax):
                                             initializer="glorot_uniform")
 
     def call(self, hidden, theta):
+        """The products in the compute dtype, every output float32."""
         hidden = tf.cast(hidden, self.compute_dtype)
         flat = tf.reshape(hidden, [-1, self.input_dim])
         leading = tf.shape(hidden)[:-1]
-        stop_logit = tf.matmul(flat, self.stop_kernel)[:, 0] + self.stop_bias
+        stop_logit = (tf.matmul(flat, self._weight(self.stop_kernel))[:, 0]
+                      + self._weight(self.stop_bias))
         word_logits = self._head_logits(flat)
-        return {"stop_logit": tf.reshape(stop_logit, leading),
+        topic_bias = tf.matmul(tf.cast(theta, self.compute_dtype),
+                               self._weight(self.topic_kernel))
+        return {"stop_logit": tf.reshape(tf.cast(stop_logit, tf.float32), leading),
                 "word_logits": tf.reshape(word_logits, tf.concat([leading, [self.vocab_size]], 0)),
-                "topic_bias": tf.matmul(tf.cast(theta, self.compute_dtype), self.topic_kernel)}
+                "topic_bias": tf.cast(topic_bias, tf.float32)}
 
     def compute_output_shape(self, hidden_shape, theta_shape):
         leading = tuple(hidden_shape[:-1])

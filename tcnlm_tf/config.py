@@ -28,6 +28,7 @@ from typing import Any, Callable
 from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import SAME_AS_DEFAULT, all_options, spec_of
+from tcnlm_tf.precision import PRECISIONS
 from tcnlm_tf.vocab import TOP_AMONG
 
 #: peoples_daily: the SDLM paper's People's Daily split (one sentence per line)
@@ -152,6 +153,9 @@ class TrainConfig:
     checkpoint_minutes: float = 10.0  # also checkpoint mid-epoch this often (0: epoch ends only)
     keep_checkpoints: int = 3       # newest training checkpoints kept (a damaged one falls back)
     strategy: str = "mirrored"      # or "multi_worker": one process per machine, from TF_CONFIG
+    # the layers' dtype policy (tcnlm_tf.precision.PRECISIONS); runs saved before it existed
+    # trained in float32, this default; a fresh run's comes from default_precision()
+    precision: str = "float32"
 
 
 @dataclasses.dataclass
@@ -246,6 +250,8 @@ class RunConfig:
              "--output-embedding-dropout only applies to --decoder sdlm or mos"),
             (m.latent_dropout == 0.0 or m.decoder == "mos",
              "--latent-dropout only applies to --decoder mos"),
+            (t.precision in PRECISIONS,
+             f"unknown --precision {t.precision!r}; choose one of {PRECISIONS}"),
             (t.batch_size >= 1, "--batch-size must be >= 1"),
             (t.epochs >= 1, "--epochs must be >= 1"),
             (t.learning_rate > 0, "--learning-rate must be positive"),

@@ -48,8 +48,11 @@ def _dummy_batch(config: RunConfig, model: LanguageModel) -> dict[str, tf.Tensor
     return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 
-def load_run(directory: Path | str) -> Run:
-    """Rebuild the model of ``directory`` and restore its best (else latest) weights."""
+def load_run(directory: Path | str, precision: str | None = None) -> Run:
+    """Rebuild the model of ``directory`` and restore its best (else latest) weights; its
+    layers under ``precision`` (:mod:`tcnlm_tf.precision`; None: the precision the run
+    trained in, so evaluations repeat the training's numbers). The weights are float32
+    under every precision."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"run directory {directory} not found: pass --run runs/<name> as "
@@ -60,6 +63,8 @@ def load_run(directory: Path | str) -> Run:
     if not (checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")):
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
+    if precision is not None:
+        config.train.precision = precision
     model = build_model(config, lm_vocab, topic_vocab, directory)
     model(_dummy_batch(config, model))
     return Run(directory, config, lm_vocab, topic_vocab, model, _restore(model, directory))

@@ -7,6 +7,9 @@ import pytest
 
 from evaluate import benchmark
 
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 TINY_SIZES = {"--hidden-size": 16, "--input-size": 8, "--num-topics": 4, "--moe-experts": 2,
               "--batch-size": 4, "--seq-len": 5}
 QUICK = ["--rounds", "1", "--steps", "1", "--warmup", "1"]
@@ -113,3 +116,24 @@ def test_scaling_section(capsys):
         value = float(line.split(": ")[1].split(" s per ")[0])
         assert math.isfinite(value)
         assert "largest / smallest epoch time" in line
+
+
+def test_models_table_float32_beside_mixed_bfloat16(capsys, tmp_path):
+    """Every chosen row under both precisions in one table: tokens/s per precision, its ratio
+    to the LSTM's under the same precision (1.00x for the LSTM itself) and the bfloat16 /
+    float32 speed-up, each equal to the ratio of the printed rates."""
+    benchmark.main(["--sections", "models", "--dataset", "synthetic", "--models",
+                    "lstm,tcnlm,lstm-mos", "--precisions", "float32,mixed_bfloat16",
+                    "--num-topics", "4", "--model-batches", "1", "--cache-dir",
+                    str(tmp_path), *TINY_SYNTHETIC, *QUICK])
+    out = capsys.readouterr().out
+    rows = {row[0]: row for row in table(out, "model")}
+    assert list(rows) == ["lstm", "lstm-mos", "tcnlm"]     # in the order of the choices
+    for name, (_, size, _, _, _, rate32, x32, _, rate16, x16, speedup) in rows.items():
+        lstm32, lstm16 = positive(rows["lstm"][5]), positive(rows["lstm"][8])
+        assert positive(x32) == pytest.approx(positive(rate32) / lstm32, abs=0.01)
+        assert positive(x16) == pytest.approx(positive(rate16) / lstm16, abs=0.01)
+        assert positive(speedup) == pytest.approx(positive(rate16) / positive(rate32),
+                                                  abs=0.01)
+    assert rows["lstm"][6] == rows["lstm"][9] == "1.00x"
+    assert rows["lstm-mos"][1] == "1x600, mos"

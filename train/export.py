@@ -5,6 +5,7 @@ is one more than the highest already there (1 for the first export), so a runnin
 that watches ``saved_models/<name>`` picks the new one up. The signatures, with string
 inputs and the vocabulary lookups inside the graph, are described in
 :mod:`tcnlm_tf.serving`; list them with ``saved_model_cli show --all --dir <version dir>``.
+The export computes in float32 whatever ``--precision`` the run trained in.
 """
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     from tcnlm_tf.runs import load_run
     from tcnlm_tf.serving import ServingModule
 
-    run = load_run(run_dir)
+    # float32 whatever precision the run trained in: a serving machine need not compute
+    # bfloat16 or float16 fast, and the weights are float32 anyway
+    run = load_run(run_dir, precision="float32")
     module = ServingModule(run)
     model_dir = output_dir / (name or run.directory.name)
     target = model_dir / str(next_version(model_dir))

@@ -25,12 +25,13 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPT
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
+from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, default_precision
 from tcnlm_tf.vocab import TOP_AMONG
 
 #: flags that may change when a run is resumed (the training budget, and the learning rate
 #: to continue after a non-finite loss); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
-             "keep_checkpoints", "learning_rate"}
+             "keep_checkpoints", "learning_rate", "precision"}
 #: corpora in Chinese, for which only a HowNet knowledge base makes sense
 CHINESE_DATASETS = ("peoples_daily",)
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
@@ -164,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
                          metavar=option.metavar,
                          help=f"[{', '.join(users)}] {option.help} (default: {default})")
     train = parser.add_argument_group("training")
+    train.add_argument("--precision", choices=PRECISIONS,
+                       help="the layers' dtype policy: float32, or mixed_bfloat16 / "
+                       "mixed_float16 (float32 variables, the language model's matrix "
+                       "products in bfloat16 / float16, normalisers, losses and topic models "
+                       "in float32; mixed_float16 with loss scaling, for GPUs). Checkpoints "
+                       "are float32 under every policy, so --resume may change it "
+                       f"(default: {DEFAULT_PRECISION_HELP})")
     train.add_argument("--optimizer", choices=OPTIMIZERS,
                        help="adam, or plain sgd as the PyTorch LM example (default: adam)")
     train.add_argument("--batch-size", type=int, help="global batch size (64; with --strategy "
@@ -234,6 +242,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     apply_preset(config.model, set(explicit))
     apply_decoder_dropouts(config.model, set(explicit))
+    if "precision" not in explicit:
+        config.train.precision = default_precision()
     if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
             and not (config.model.knowledge_base or "").startswith("hownet:")):
         raise UserError(f"--decoder sdlm on --dataset {config.data.dataset} needs HowNet's "

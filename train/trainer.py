@@ -253,6 +253,8 @@ class Trainer:
         decoders.ensure_knowledge_base(config, corpus, self.files_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
+        #: mixed_float16: dynamic loss scaling (bfloat16 has float32's range and needs none)
+        self.loss_scaling = train.precision == "mixed_float16"
         keras.utils.set_random_seed(train.seed)
         self.examples = {}
         with self.strategy.scope():
@@ -343,7 +345,14 @@ class Trainer:
                                    self.config.train.batch_size, None)
             task.loss_terms(next(iter(dataset.take(1))), False)
             self.task_optimizers[task.name].build(task.variables())
-        self.optimizer.build(self.model.trainable_variables)
+        if self.loss_scaling:
+            # Only the inner optimiser is checkpointed, so checkpoints are the same under
+            # every precision; the loss scale starts again at 2^15 on --resume and settles
+            # within a few steps (each step that overflows halves it and is skipped).
+            self.scaled_optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+            self.scaled_optimizer.build(self.model.trainable_variables)
+        else:
+            self.optimizer.build(self.model.trainable_variables)
 
     def prepare(self) -> None:
         """The model's one-off work for a fresh run (:meth:`LanguageModel.prepare`)."""
@@ -353,15 +362,23 @@ class Trainer:
     def _replica_train_step(self, batch, state, due):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
+        scale = self.scaled_optimizer.dynamic_scale.value if self.loss_scaling else 1.0
         with tf.GradientTape() as tape:
             terms = self.model.loss_terms(batch, training=True, state=state)
             tokens = ctx.all_reduce(SUM, terms["tokens"])
             loss = (terms["nll_sum"] + terms["aux_loss"]) / tf.maximum(tokens, 1.0)
-        grads = ctx.all_reduce(SUM, [_dense(g, v) for g, v in
-                                     zip(tape.gradient(loss, variables), variables)])
+            scaled_loss = loss * scale
+        grads = ctx.all_reduce(SUM, [_dense(g, v) / scale for g, v in
+                                     zip(tape.gradient(scaled_loss, variables), variables)])
         grads, grad_norm = clip_gradients(grads, self.model.weight_scales(variables),
                                           self.config.train.clip_norm)
-        self.optimizer.apply([g / self.num_replicas for g in grads], variables)
+        if self.loss_scaling:
+            # it checks the scaled gradients: an overflow (non-finite) skips the step and
+            # halves the scale; finite ones it divides by the scale again and applies
+            self.scaled_optimizer.apply([g * scale / self.num_replicas for g in grads],
+                                        variables)
+        else:
+            self.optimizer.apply([g / self.num_replicas for g in grads], variables)
         return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],
                 "examples": terms["examples"], "aux_loss": terms["aux_loss"],
                 "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
@@ -575,8 +592,9 @@ class Trainer:
             sums, new_state = self._train_step(batch, state, tf.constant(float(due)))
             state = new_state if self.uses_state else None
             step = self.step
+            # under loss scaling a non-finite gradient is an overflow the step skipped
             self._check_finite(step, nll=sums["nll_sum"], aux=sums["aux_loss"],
-                               gradient=sums["grad_norm"])
+                               **({} if self.loss_scaling else {"gradient": sums["grad_norm"]}))
             nll, tokens = float(sums["nll_sum"]), float(sums["tokens"])
             epoch_nll += nll
             epoch_tokens += tokens

@@ -20,10 +20,14 @@ if TYPE_CHECKING:
 
 def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",
                 run_dir: "Path | None" = None) -> "LanguageModel":
-    """A fresh, unbuilt model for ``config.model.model``; ``run_dir``: the run directory
-    whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
-    return spec_of(config.model.model).model_class().create(config, lm_vocab, topic_vocab,
-                                                            run_dir)
+    """A fresh, unbuilt model for ``config.model.model``, its layers under the dtype policy
+    of ``config.train.precision`` (:mod:`tcnlm_tf.precision`); ``run_dir``: the run
+    directory whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
+    from tcnlm_tf.precision import building
+
+    with building(config.train.precision):
+        return spec_of(config.model.model).model_class().create(config, lm_vocab, topic_vocab,
+                                                                run_dir)
 
 
 __all__ = ["MODELS", "ModelSpec", "Option", "build_model", "spec_of"]

@@ -106,6 +106,13 @@ class LanguageModel(keras.Model):
     #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
     context_inputs: tuple[str, ...] = ()
 
+    def __init__(self, **kwargs):
+        # The model itself computes in float32 whatever the precision its layers were built
+        # under (tcnlm_tf.precision): Keras casts a layer's floating inputs to its compute
+        # dtype, and the batch's weights, the loss sums and the carried state stay float32.
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
     @property
     def context_options(self) -> dict[str, Any]:
         """Sizes of the context fields that the model sets, passed to

@@ -111,7 +111,8 @@ class LCLM(RecurrentLanguageModel):
         ids = batch["preceding"]                                          # [B, N, W]
         real = tf.cast(ids > 0, tf.float32)[..., None]                    # [B, N, W, 1]
         count = tf.reduce_sum(real, axis=2)                               # [B, N, 1]
-        total = tf.reduce_sum(self.context_embedding(ids) * real, axis=2)  # [B, N, e]
+        embedded = tf.cast(self.context_embedding(ids), tf.float32)       # [B, N, W, e]
+        total = tf.reduce_sum(embedded * real, axis=2)                    # [B, N, e]
         return Context({"sentences": total / tf.maximum(count, 1.0),
                         "sentence_mask": tf.cast(count[..., 0] > 0, tf.float32)})
 

@@ -36,6 +36,7 @@ from layers.lda import LDAInference
 from layers.topic_model import BagOfWords
 from tcnlm_tf.models.base import Context, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
+from tcnlm_tf.precision import FLOAT32
 
 #: where a run keeps its fitted LDA, relative to the run directory
 LDA_FILE = Path("lda") / "lda.model"
@@ -80,9 +81,9 @@ class LDALSTM(RecurrentLanguageModel, TopicModel):
         self.lda_eta = lda_eta
         self.lda_passes = lda_passes
         self.seed = seed
-        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
+        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words", dtype=FLOAT32)
         self.lda = LDAInference(topic_vocab_size, num_topics, alpha=lda_alpha,
-                                steps=lda_inference_steps, name="lda")
+                                steps=lda_inference_steps, name="lda", dtype=FLOAT32)
 
     @property
     def output_size(self) -> int:
@@ -96,7 +97,7 @@ class LDALSTM(RecurrentLanguageModel, TopicModel):
         """The top layer's outputs (after dropout) concatenated with q at every position:
         [B, L, H + T]."""
         hidden, new_state = super().encode(inputs, context, training, state, reset)
-        q = context["topics"]
+        q = tf.cast(context["topics"], hidden.dtype)
         shape = tf.concat([tf.shape(hidden)[:-1], [self.num_topics]], 0)
         q = tf.broadcast_to(q[:, None, :], shape)
         return tf.concat([hidden, q], axis=-1), new_state

@@ -48,19 +48,24 @@ class TiedSoftmax(keras.layers.Layer):
         """[..., H] -> [..., V]. One 2-D matmul over all positions: a batched matmul of a
         [B, L, E] input with E^T would broadcast E, and its gradient would build a
         [B, V, E] copy of the embedding gradient (5x slower at B = 64, V = 4,809)."""
-        x = self.projection(hidden) if self.projection is not None else hidden
+        dtype = self.compute_dtype
+        x = tf.cast(hidden, dtype)
+        x = self.projection(x) if self.projection is not None else x
         flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
-        logits = tf.matmul(flat, self.embedding.embeddings, transpose_b=True) + self.output_bias
+        logits = (tf.matmul(flat, tf.cast(self.embedding.embeddings, dtype), transpose_b=True)
+                  + tf.cast(self.output_bias, dtype))
         return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
 
     def call(self, hidden: tf.Tensor) -> tf.Tensor:
-        return tf.nn.log_softmax(self.logits(hidden), axis=-1)
+        """Log-probabilities, normalised in float32 whatever the compute dtype."""
+        return tf.nn.log_softmax(tf.cast(self.logits(hidden), tf.float32), axis=-1)
 
     def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor,
                         training: bool = False) -> tf.Tensor:
-        """log p(target) [...]; ``training`` as every output layer's (no dropout here)."""
-        return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
-                                                               logits=self.logits(hidden))
+        """log p(target) [...] in float32; ``training`` as every output layer's (no dropout
+        here)."""
+        return -tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=targets, logits=tf.cast(self.logits(hidden), tf.float32))
 
 
 class RecurrentLanguageModel(LanguageModel):
@@ -181,7 +186,7 @@ class RecurrentLanguageModel(LanguageModel):
         for layer, dropout, layer_state in zip(self.rnns, self.dropouts, state):
             x, h, c = self.run_layer(layer, x, context, layer_state, training)
             x = dropout(x, training=training)
-            new_state.append([h, c])
+            new_state.append([tf.cast(h, tf.float32), tf.cast(c, tf.float32)])
         return x, new_state
 
     def log_probs(self, hidden: tf.Tensor, context: Context) -> tf.Tensor:

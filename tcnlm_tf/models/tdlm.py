@@ -85,6 +85,7 @@ from tcnlm_tf import pipeline
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context, Task, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
+from tcnlm_tf.precision import FLOAT32
 
 SPLITS = ("train", "valid", "test")
 
@@ -146,7 +147,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
             filter_widths=tuple(filter_widths), num_filters=num_filters, topic_dim=topic_dim,
             dropout=topic_dropout, dropout_on=topic_dropout_on, num_tags=num_tags,
             tag_dim=tag_dim, num_labels=num_labels,
-            name="topic_model")
+            name="topic_model", dtype=FLOAT32)
         self.gate = TopicGate(self.hidden_size, name="topic_gate")
         self.tags = {split: np.asarray(rows, np.int32) for split, rows in (tags or {}).items()}
         self.labels = {split: np.asarray(rows, np.int32) for split, rows in (labels or {}).items()}

@@ -40,6 +40,7 @@ from layers.topic_lstm import MixtureOfExpertsLSTMCell, TopicCompositionalLSTM
 from layers.topic_model import BagOfWords, NeuralTopicModel
 from tcnlm_tf.models.base import Context, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
+from tcnlm_tf.precision import FLOAT32
 
 
 class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
@@ -67,10 +68,11 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
         super().__init__(vocab_size, **kwargs)
         self.ntm_weighting = ntm_weighting
         self.topic_input = topic_input
-        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
+        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words", dtype=FLOAT32)
         self.ntm = NeuralTopicModel(topic_vocab_size, num_topics, hidden_units=ntm_hidden_units,
                                     diversity_weight=diversity_weight,
-                                    topic_word_scale=topic_word_scale, name="ntm")
+                                    topic_word_scale=topic_word_scale, name="ntm",
+                                    dtype=FLOAT32)
 
     @property
     def context_options(self) -> dict[str, str]:

@@ -66,6 +66,7 @@ from tcnlm_tf.corpus import write_lines
 from tcnlm_tf.models.base import Context, ModelOutput, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
 from tcnlm_tf.pipeline import UNK_ID
+from tcnlm_tf.precision import FLOAT32
 from tcnlm_tf.vocab import EOS, PAD, is_topic_word, load_stopwords
 
 #: the run's stop words (the LM-vocabulary words with l(i) = 1), one per line
@@ -103,10 +104,10 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
         content[UNK_ID] = False
         self.stop_mask = tf.constant(mask)                  # l(i) [V]
         self.content_words = tf.constant(content)           # the words topics may hold [V]
-        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words")
+        self.bag_of_words = BagOfWords(topic_vocab_size, name="bag_of_words", dtype=FLOAT32)
         self.inference = TopicRNNInference(topic_vocab_size, num_topics,
                                            hidden_units=tuple(ntm_hidden_units),
-                                           name="inference_network")
+                                           name="inference_network", dtype=FLOAT32)
 
     @classmethod
     def create(cls, config, lm_vocab, topic_vocab, run_dir=None) -> "TopicRNN":
