@@ -124,6 +124,18 @@ def test_building_restores_the_global_policy():
             pass
 
 
+def test_a_precision_this_machine_would_emulate_is_warned_of():
+    from tcnlm_tf.precision import slow_precision_warning as warning
+
+    assert warning("mixed_bfloat16", None, cpu_bf16=True) is None
+    assert "AVX512_BF16" in warning("mixed_bfloat16", None, cpu_bf16=False)
+    assert warning("mixed_bfloat16", True, cpu_bf16=False) is None
+    assert "compute capability" in warning("mixed_bfloat16", False, cpu_bf16=True)
+    assert "without a GPU" in warning("mixed_float16", None, cpu_bf16=True)
+    assert warning("mixed_float16", False, cpu_bf16=False) is None
+    assert warning("float32", None, cpu_bf16=False) is None
+
+
 def test_cpu_bf16_flags():
     assert cpu_has_bf16("processor: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_tile\n")
     assert cpu_has_bf16("flags : fpu amx_bf16\n")

@@ -25,7 +25,8 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPT
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
-from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, default_precision
+from tcnlm_tf.precision import (DEFAULT_PRECISION_HELP, PRECISIONS, default_precision,
+                                warn_if_slow)
 from tcnlm_tf.vocab import TOP_AMONG
 
 #: flags that may change when a run is resumed (the training budget, and the learning rate
@@ -345,6 +346,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     # before any other TensorFlow op: MultiWorkerMirroredStrategy must configure the runtime
     strategy = make_strategy(config.train.strategy)
+    warn_if_slow(config.train.precision)
     chief = is_chief(strategy)
     if args.resume:
         _check_vocabularies(run_dir, corpus)
