@@ -27,6 +27,7 @@ from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
 from tcnlm_tf.precision import (DEFAULT_PRECISION_HELP, PRECISIONS, default_precision,
                                 warn_if_slow)
+from tcnlm_tf.runlock import RunLock, holder, try_lock
 from tcnlm_tf.vocab import TOP_AMONG
 
 #: flags that may change when a run is resumed (the training budget, and the learning rate
@@ -285,18 +286,36 @@ def _has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / "checkpoints" / "checkpoint").is_file()
 
 
-def choose_run_dir(args: argparse.Namespace, config: RunConfig) -> Path:
-    """``--runs-dir/--run-name``; a fresh run never overwrites one with checkpoints: it gets
-    the next free ``-2``, ``-3``... suffix (printed)."""
+def choose_run_dir(args: argparse.Namespace, config: RunConfig, claim: bool = False
+                   ) -> tuple[Path, RunLock | None]:
+    """``--runs-dir/--run-name`` and, with ``claim``, this process's lock on it
+    (:mod:`tcnlm_tf.runlock`). A fresh run never overwrites one with checkpoints, nor one
+    that another process holds: it gets the next free ``-2``, ``-3``... suffix (printed)."""
     default = f"{config.data.dataset}-{config.model.model}"
     if config.model.mode != "sentence":
         default += f"-{config.model.mode}"
     base = args.runs_dir / (args.run_name or default)
     run_dir, n = base, 1
-    while _has_checkpoint(run_dir):
+    while True:
+        if not _has_checkpoint(run_dir):
+            lock = try_lock(run_dir) if claim else None
+            if lock is not None or not claim:
+                return run_dir, lock
+            print(f"{run_dir} is in use by {holder(run_dir)}; this run goes to the next "
+                  "free name")
         n += 1
         run_dir = base.with_name(f"{base.name}-{n}")
-    return run_dir
+
+
+def claim_run_dir(run_dir: Path) -> RunLock:
+    """This process's lock on an existing run's directory (a resumed or a multi-worker run,
+    which cannot move elsewhere); a :class:`UserError` when another process holds it."""
+    lock = try_lock(run_dir)
+    if lock is None:
+        raise UserError(f"{run_dir} is in use by {holder(run_dir)}: two processes training "
+                        "one run would mix their checkpoints and metrics; wait for it to "
+                        "end, or use another --run-name")
+    return lock
 
 
 def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
@@ -335,8 +354,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         config, new_rate = config_from_args(args), None
     config.validate()
-    if not args.resume:
-        run_dir = choose_run_dir(args, config)
 
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     config.validate_for_vocabulary(len(corpus.lm_vocab))
@@ -348,14 +365,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     strategy = make_strategy(config.train.strategy)
     warn_if_slow(config.train.precision)
     chief = is_chief(strategy)
+    # the chief, the only writer of the run directory, holds its lock while it trains;
+    # every worker of a multi-worker run must agree on the directory, so it cannot move
+    lock = None
     if args.resume:
         _check_vocabularies(run_dir, corpus)
-    if chief:   # the only writer of the run directory
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config.save(run_dir / "config.json")   # each written atomically: other workers
-        corpus.lm_vocab.save(run_dir / "lm_vocab.txt")   # reading it never see half a file
-        corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
+        lock = claim_run_dir(run_dir) if chief else None
+    elif config.train.strategy == "multi_worker":
+        run_dir, _ = choose_run_dir(args, config)
+        lock = claim_run_dir(run_dir) if chief else None
+    else:
+        run_dir, lock = choose_run_dir(args, config, claim=True)
     try:
+        if chief:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            config.save(run_dir / "config.json")   # each written atomically: other workers
+            corpus.lm_vocab.save(run_dir / "lm_vocab.txt")   # reading it never see half a file
+            corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
         return _train(args, config, corpus, run_dir, strategy, new_rate)
     except COLLECTIVE_ERRORS as error:
         if config.train.strategy != "multi_worker":
@@ -365,6 +391,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UserError(f"training in {run_dir} stopped: {error.message.splitlines()[0]}; "
                         "if the disk is full, free space and --resume (the newest complete "
                         "checkpoint is kept)") from None
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy,

@@ -1,0 +1,66 @@
+"""One writer per run directory: an exclusive ``flock`` on ``<run>/.lock``.
+
+``train.run`` holds it for as long as it trains, so a second training on the same run (a
+resubmitted cluster job, the same command in two terminals, ``evaluate.compare`` beside a
+manual run) cannot interleave its checkpoints and metrics with the first one's. The
+operating system drops the lock when its process ends, however it ends, so a crashed run
+never leaves a stale lock behind. The file records the holder (host and process id) for the
+error message. ``flock`` is advisory and local to one machine's kernel on some network
+filesystems; on those it still separates processes of one machine.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import IO
+
+LOCK_FILE = ".lock"
+
+
+class RunLock:
+    """A held lock on a run directory; :meth:`release` (or process exit) frees it."""
+
+    def __init__(self, directory: Path, handle: IO[str]):
+        self.directory = directory
+        self._handle = handle
+
+    def release(self) -> None:
+        if not self._handle.closed:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def try_lock(directory: Path | str) -> RunLock | None:
+    """Lock ``directory`` (created if needed) for this process; None when another process
+    holds it."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    handle = open(directory / LOCK_FILE, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{socket.gethostname()} {os.getpid()}\n")
+    handle.flush()
+    return RunLock(directory, handle)
+
+
+def holder(directory: Path | str) -> str:
+    """Who holds the lock of ``directory``, as its lock file says ("host pid"), for
+    messages."""
+    try:
+        host, pid = (Path(directory) / LOCK_FILE).read_text(encoding="utf-8").split()[:2]
+    except (OSError, ValueError):
+        return "another process"
+    return f"process {pid} on {host}"

@@ -1,0 +1,84 @@
+"""One writer per run directory (tcnlm_tf.runlock): two trainings started on one --run-name
+end in two directories, each with its own configuration, weights and numbers; a resume of a
+run another process is training is a one-line error; a crashed holder leaves no stale
+lock."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tcnlm_tf.runlock import holder, try_lock
+from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
+from tests.test_cli import assert_one_line_error
+from train.run import main
+
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
+
+def test_two_trainings_on_one_run_name_started_at_once(tmp_path):
+    """Two processes, two seeds, one --run-name, started together: one trains in the named
+    directory, the other in ``<name>-2``; each directory's config holds its own seed and
+    each process prints the test perplexity its own directory records."""
+    processes = {seed: subprocess.Popen(
+        [sys.executable, "-m", "train.run", *TINY_EPOCH, "--seed", seed,
+         *run_flags(tmp_path, "same")], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}) for seed in ("1", "2")}
+    outputs = {seed: process.communicate(timeout=600)[0] for seed, process in processes.items()}
+    assert all(process.returncode == 0 for process in processes.values()), outputs
+    directories = {}
+    for seed, output in outputs.items():
+        directory = Path(re.search(r"^run directory: (.+)$", output, re.M).group(1))
+        directories[seed] = directory.name
+        config = json.loads((directory / "config.json").read_text())
+        assert config["train"]["seed"] == int(seed)
+        metrics = json.loads((directory / "metrics.json").read_text())
+        printed = float(re.search(r"^  lstm\s+([\d.]+)$", output, re.M).group(1))
+        assert printed == pytest.approx(metrics["test_perplexity"], abs=0.005)
+    assert sorted(directories.values()) == ["same", "same-2"]
+
+
+def test_a_held_run_directory_is_passed_over_or_refused(tmp_path):
+    """Another process's lock (here an open lock of the test's own, which the kernel treats
+    the same): a fresh run goes to the next free name; --resume of the held run is one line
+    naming the holder; once released, the resume goes on."""
+    main(TINY + run_flags(tmp_path, "held"))                       # 3 steps, a checkpoint
+    lock = try_lock(tmp_path / "runs" / "held")
+    assert lock is not None and str(os.getpid()) in holder(tmp_path / "runs" / "held")
+    try:
+        result = subprocess.run([sys.executable, "-m", "train.run", *TINY, "--max-steps", "6",
+                                 "--resume", *run_flags(tmp_path, "held")], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=300)
+        assert_one_line_error(result, "in use by process", str(os.getpid()), "--run-name")
+        fresh = tmp_path / "runs" / "fresh"
+        with try_lock(fresh):
+            main(TINY + run_flags(tmp_path, "fresh"))
+        assert (tmp_path / "runs" / "fresh-2" / "checkpoints").is_dir()
+        assert not (fresh / "checkpoints").exists()
+    finally:
+        lock.release()
+    main(TINY + ["--max-steps", "6", "--resume"] + run_flags(tmp_path, "held"))
+    metrics = json.loads((tmp_path / "runs" / "held" / "metrics.json").read_text())
+    assert metrics["steps"] == 6
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    """The kernel drops a killed process's lock: the lock file stays, the lock does not."""
+    directory = tmp_path / "run"
+    holder_process = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from tcnlm_tf.runlock import try_lock; "
+         "lock = try_lock(sys.argv[1]); print('locked', flush=True); time.sleep(600)",
+         str(directory)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder_process.stdout.readline().strip() == "locked"
+    assert try_lock(directory) is None
+    holder_process.kill()
+    holder_process.wait()
+    assert (directory / ".lock").is_file()
+    lock = try_lock(directory)
+    assert lock is not None
+    lock.release()
