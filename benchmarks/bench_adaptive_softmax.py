@@ -27,6 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_adaptive_softmax.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tcnlm_tf.models.registry import finite_float  # noqa: E402
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(allow_abbrev=False,
@@ -43,8 +45,8 @@ def parse_args(argv=None):
         default=None,
         help="adaptive cluster boundaries (default: default_cutoffs(vocab))",
     )
-    parser.add_argument("--div-value", type=float, default=4.0, help="tail projection divisor (default 4)")
-    parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
+    parser.add_argument("--div-value", type=finite_float, default=4.0, help="tail projection divisor (default 4)")
+    parser.add_argument("--zipf", type=finite_float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per layer (default 1)")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per layer (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

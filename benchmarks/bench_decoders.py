@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evaluate.benchmark import (DECODERS, REFERENCE, decoder_options, machine_line,  # noqa: E402
                                 print_table, ratio, time_contenders, unique, zipf_targets)
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from tcnlm_tf.models.registry import finite_float  # noqa: E402
 
 DATASET = "apnews"
 SPLITS = ("train", "valid", "test")
@@ -104,7 +105,7 @@ def parse_args(argv=None):
                         help="adaptive cluster boundaries (default: default_cutoffs(V))")
     parser.add_argument("--num-bases", type=int, default=5, help="sdlm bases R (default 5)")
     parser.add_argument("--mixtures", type=int, default=10, help="mos components (default 10)")
-    parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
+    parser.add_argument("--zipf", type=finite_float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per decoder (default 1)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

@@ -93,7 +93,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tcnlm_tf.config import DATASETS, ModelConfig, default_cache_dir  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
-from tcnlm_tf.models.registry import MODELS, compare_rows  # noqa: E402
+from tcnlm_tf.models.registry import MODELS, compare_rows, finite_float  # noqa: E402
 from tcnlm_tf.precision import PRECISIONS  # noqa: E402
 from tcnlm_tf.synthetic import SyntheticConfig  # noqa: E402
 
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"mos softmaxes (default: {ModelConfig.mixtures})")
     dec.add_argument("--num-bases", type=int, default=ModelConfig.num_bases,
                      help=f"sdlm basis matrices R (default: {ModelConfig.num_bases})")
-    dec.add_argument("--zipf", type=float, default=1.0,
+    dec.add_argument("--zipf", type=finite_float, default=1.0,
                      help="exponent of the Zipfian targets (default: 1.0)")
     scale = p.add_argument_group("scaling")
     scale.add_argument("--corpus-docs", type=_int_list, default=[250, 500, 1000],

@@ -52,7 +52,7 @@ from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherenc
 from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, int_list
+from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, finite_float, int_list
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
@@ -113,10 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def float_list(text: str) -> list[float]:
     """'1e-3,2e-3' -> [0.001, 0.002] (an argparse type)."""
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+    return [finite_float(x) for x in text.split(",") if x.strip()]
 
 
 def row_epochs(text: str) -> dict[str, int]:

@@ -10,6 +10,7 @@ import json
 from evaluate.common import parser
 from tcnlm_tf.config import MAX_GENERATED_WORDS
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.models.registry import finite_float
 
 
 def parse_mixture(text: str) -> dict[int, float]:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     which.add_argument("--mixture", help="condition on a mixture, e.g. 3:0.5,7:0.5")
     p.add_argument("--num", type=int, default=3, help="sentences to generate (default: 3)")
     p.add_argument("--greedy", action="store_true", help="most probable word at each step")
-    p.add_argument("--temperature", type=float, default=0.75,
+    p.add_argument("--temperature", type=finite_float, default=0.75,
                    help="sampling temperature (default: 0.75, as TDLM's Table 8)")
     p.add_argument("--max-words", type=int, default=MAX_GENERATED_WORDS,
                    help=f"length cap (default: {MAX_GENERATED_WORDS})")

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.mixtures import topic_mixture
+from tcnlm_tf.models.registry import finite_float
 
 #: output names of signatures that have only one (TF Serving then drops the name)
 SINGLE_OUTPUT = {"infer_topics": "topics"}
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--num-topics", type=int)
     g.add_argument("--num-sentences", type=int)
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--temperature", type=float, default=0.75)
+    g.add_argument("--temperature", type=finite_float, default=0.75)
     args = p.parse_args(argv)
     client = ServingClient(args.url, args.model, args.version)
     if args.command == "score":

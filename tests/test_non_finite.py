@@ -49,3 +49,44 @@ def test_a_non_finite_term_stops_training_and_keeps_the_last_checkpoint(tmp_path
     metrics = main(flags + ["--resume", "--max-steps", "5", "--lr", "0.0005"])
     assert metrics["steps"] == 5
     assert [p.rsplit("/", 1)[-1] for p in checkpoint_paths(checkpoints)][0] == "ckpt-5"
+
+
+def test_weights_that_are_not_finite_are_never_saved(tmp_path):
+    """A weight turned NaN (as --learning-rate inf once made every weight) stops the save
+    with the one-line stop naming the weight; the checkpoints stay as they were."""
+    flags = TINY + run_flags(tmp_path, "weights")
+    main(flags)
+    checkpoints = tmp_path / "runs" / "weights" / "checkpoints"
+    before = {p.name: p.read_bytes() for p in checkpoints.iterdir()}
+    config = config_from_args(build_parser().parse_args(flags + ["--max-steps", "6"]))
+    corpus = load_corpus(config.data, cache_dir=tmp_path / "cache", log=lambda _: None)
+    trainer = Trainer(config, corpus, tmp_path / "runs" / "weights", log=lambda _: None)
+    assert trainer.resume()
+    weight = trainer.model.embedding.embeddings
+    weight.assign(tf.tensor_scatter_nd_update(weight, [[1, 0]], [math.nan]))
+    with pytest.raises(NonFiniteLoss) as stop:
+        trainer._save_training()
+    message = str(stop.value)
+    assert "NaN or infinite value is lstm_lm/embedding/embeddings" in message
+    assert "ckpt-3" in message and "\n" not in message
+    assert {p.name: p.read_bytes() for p in checkpoints.iterdir()} == before
+
+
+@pytest.mark.parametrize("command,flag,value", [
+    ("train.run", "--learning-rate", "inf"), ("train.run", "--lr", "1e999"),
+    ("train.run", "--dropout", "nan"), ("train.run", "--diversity-weight", "-inf"),
+    ("evaluate.compare", "--learning-rates", "0.001,inf"),
+    ("evaluate.generate", "--temperature", "nan"), ("train.word2vec", "--sample", "inf")])
+def test_non_finite_options_are_refused_up_front(command, flag, value):
+    """argparse's own error for the flag (status 2, no traceback), before any work."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    extra = ["--model", "tcnlm"] if flag == "--diversity-weight" else []
+    result = subprocess.run([sys.executable, "-m", command, *extra, f"{flag}={value}"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "error: argument" in last and flag in last and "finite number" in last, last

@@ -24,7 +24,7 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPT
                              default_data_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import MODELS, all_options, int_list, models_with
+from tcnlm_tf.models.registry import MODELS, all_options, finite_float, int_list, models_with
 from tcnlm_tf.precision import (DEFAULT_PRECISION_HELP, PRECISIONS, default_precision,
                                 warn_if_slow)
 from tcnlm_tf.runlock import RunLock, holder, try_lock
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--num-layers", type=int, help="override the preset's LSTM layers")
     model.add_argument("--hidden-size", type=int, help="override the preset's LSTM size")
     model.add_argument("--embedding-dim", type=int, help="word embedding size (300)")
-    model.add_argument("--dropout", type=float, help="dropout rate (0.4)")
+    model.add_argument("--dropout", type=finite_float, help="dropout rate (0.4)")
     model.add_argument("--tie-embeddings", action="store_true", default=None,
                        help="share input embedding and output weights (with --decoder softmax)")
     model.add_argument("--decoder", choices=DECODERS,
@@ -146,15 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--sememe-normalization", choices=SEMEME_NORMALIZATIONS,
                        help="--decoder sdlm: C_{k,s} of eq. 6 (left)")
     model.add_argument("--mixtures", type=int, help="--decoder mos: softmaxes mixed (10)")
-    model.add_argument("--output-dropout", type=float, metavar="RATE",
+    model.add_argument("--output-dropout", type=finite_float, metavar="RATE",
                        help="dropout on g, the last recurrent layer's output that the "
                        "decoder reads (default: --dropout; --decoder sdlm: 0.2 + 0.5 x "
                        "--dropout, the SDLM authors' code, 0.5 at their 0.6)")
-    model.add_argument("--output-embedding-dropout", type=float, metavar="RATE",
+    model.add_argument("--output-embedding-dropout", type=finite_float, metavar="RATE",
                        help="--decoder sdlm or mos: dropout on the output embedding's "
                        "dimensions, one mask per batch (default: 0; sdlm: 0.5 x --dropout, "
                        "the SDLM authors' code, 0.3 at their 0.6)")
-    model.add_argument("--latent-dropout", type=float, metavar="RATE",
+    model.add_argument("--latent-dropout", type=finite_float, metavar="RATE",
                        help="--decoder mos: dropout on the latent contexts h_n (default: "
                        "0.29, Yang et al.'s PTB setting)")
     own = parser.add_argument_group("model options (each applies to the models named)")
@@ -163,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         overrides = [f"{name}: {MODELS[name].defaults[option.name]}" for name in users
                      if option.name in MODELS[name].defaults]
         default = ", ".join([repr(option.default)] + overrides)
-        own.add_argument(option.option_string, dest=option.name, type=option.type,
+        own.add_argument(option.option_string, dest=option.name,
+                         type=finite_float if option.type is float else option.type,
                          metavar=option.metavar,
                          help=f"[{', '.join(users)}] {option.help} (default: {default})")
     train = parser.add_argument_group("training")
@@ -179,9 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, help="global batch size (64; with --strategy "
                        "multi_worker, across all workers)")
     train.add_argument("--epochs", type=int, help="maximum epochs (10)")
-    train.add_argument("--learning-rate", "--lr", type=float, help="learning rate (0.001)")
-    train.add_argument("--clip-norm", type=float, help="global gradient-norm clip (5.0)")
-    train.add_argument("--lr-decay", type=float,
+    train.add_argument("--learning-rate", "--lr", type=finite_float, help="learning rate (0.001)")
+    train.add_argument("--clip-norm", type=finite_float, help="global gradient-norm clip (5.0)")
+    train.add_argument("--lr-decay", type=finite_float,
                        help="LR factor after an epoch without improvement (0.5)")
     train.add_argument("--lr-decay-start", type=int,
                        help="the first epoch whose end may decay the LR; earlier epochs keep "
@@ -193,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "with a checkpoint to --resume from")
     train.add_argument("--seed", type=int, help="random seed for weights and shuffling (0)")
     train.add_argument("--log-every", type=int, help="TensorBoard scalars every N steps (20)")
-    train.add_argument("--checkpoint-minutes", type=float,
+    train.add_argument("--checkpoint-minutes", type=finite_float,
                        help="also save a checkpoint this often within an epoch, so a killed "
                        "run loses at most this much work on --resume (10; 0: epoch ends only)")
     train.add_argument("--keep-checkpoints", type=int,

@@ -73,14 +73,15 @@ SUM = tf.distribute.ReduceOp.SUM
 COLLECTIVE_TIMEOUT = 300.0
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
-              "gradient": "gradient norm"}
+              "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value"}
 
 
 class NonFiniteLoss(UserError):
-    """Training stopped at a NaN or infinite loss term or gradient (one line: the step, the
-    terms, the checkpoint kept and how to continue)."""
+    """Training stopped at a NaN or infinite loss term or gradient, or before saving weights
+    that are not finite (one line: the step, the terms, the checkpoint kept and how to
+    continue)."""
 
-    def __init__(self, step: int, terms: dict[str, float], checkpoint: str | None):
+    def __init__(self, step: int, terms: dict[str, float | str], checkpoint: str | None):
         named = ", ".join(f"{TERM_NAMES.get(name, name + ' loss')} is {value}"
                           for name, value in terms.items())
         kept = (f"the newest checkpoint {checkpoint} is the last good state and is kept; "
@@ -439,7 +440,13 @@ class Trainer:
     def save(self, manager: tf.train.CheckpointManager) -> None:
         """Every worker saves (saving may involve collectives); a worker other than the chief
         saves to its scratch directory and deletes it again (TensorFlow's multi-worker
-        recipe)."""
+        recipe). Weights that are not all finite are never saved: training stops with
+        :class:`NonFiniteLoss`, and the newest checkpoint stays the last good state."""
+        bad = next((v.path for v in self.model.weights
+                    if not bool(tf.reduce_all(tf.math.is_finite(v)))), None)
+        if bad is not None:
+            raise NonFiniteLoss(self.step, {"weights": bad}, tf.train.latest_checkpoint(
+                str(self.files_dir / "checkpoints")))
         try:
             manager.save(checkpoint_number=self.step)
         except tf.errors.OpError as error:     # a full disk, a lost mount, permissions

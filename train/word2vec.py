@@ -22,6 +22,7 @@ from tcnlm_tf.corpus import read_corpus_file
 from tcnlm_tf.data import source_dir
 from tcnlm_tf.embeddings import BINARY, TEXT, write_vectors
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.models.registry import finite_float
 from train.run import _key_value
 
 FORMATS = (BINARY, TEXT)
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="words seen fewer times get no vector (default: 2)")
     parser.add_argument("--negative", type=int, default=5,
                         help="negative samples per word (default: 5)")
-    parser.add_argument("--sample", type=float, default=1e-5,
+    parser.add_argument("--sample", type=finite_float, default=1e-5,
                         help="sub-sampling threshold of frequent words (default: 1e-5)")
     parser.add_argument("--cbow", action="store_true",
                         help="train CBOW instead of skip-gram")
