@@ -253,6 +253,8 @@ class RunConfig:
             (t.precision in PRECISIONS,
              f"unknown --precision {t.precision!r}; choose one of {PRECISIONS}"),
             (t.batch_size >= 1, "--batch-size must be >= 1"),
+            (0 <= t.seed < 2 ** 32, "--seed must be in [0, 2^32) (NumPy's seed range)"),
+            (t.log_every >= 1, "--log-every must be >= 1 (steps between TensorBoard scalars)"),
             (t.epochs >= 1, "--epochs must be >= 1"),
             (t.learning_rate > 0, "--learning-rate must be positive"),
             (t.clip_norm > 0, "--clip-norm must be positive"),

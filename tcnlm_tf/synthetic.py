@@ -40,6 +40,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import math
 import json
 import pathlib
 import zipfile
@@ -110,6 +111,14 @@ class SyntheticConfig:
     grammar_noise: float = 0.25
 
     def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            numeric = (int,) if field.type in (int, "int") else (int, float)
+            if isinstance(value, bool) or not isinstance(value, numeric) or (
+                    isinstance(value, float) and not math.isfinite(value)):
+                kind = "an integer" if numeric == (int,) else "a finite number"
+                raise UserError(f"invalid synthetic corpus config: {field.name} must be "
+                                f"{kind}, got {value!r} (--synthetic {field.name}=VALUE)")
         checks = (
             (self.num_topics >= 1, "num_topics must be >= 1"),
             (min(self.train_docs, self.valid_docs, self.test_docs) >= 0, "doc counts must be >= 0"),
