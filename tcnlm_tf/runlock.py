@@ -1,6 +1,7 @@
 """One writer per run directory: an exclusive ``flock`` on ``<run>/.lock``.
 
-``train.run`` holds it for as long as it trains, so a second training on the same run (a
+``train.run`` holds it for as long as it trains (and ``train.export`` the model directory's
+while it picks a version number and writes it), so a second training on the same run (a
 resubmitted cluster job, the same command in two terminals, ``evaluate.compare`` beside a
 manual run) cannot interleave its checkpoints and metrics with the first one's. The
 operating system drops the lock when its process ends, however it ends, so a crashed run
@@ -38,14 +39,14 @@ class RunLock:
         self.release()
 
 
-def try_lock(directory: Path | str) -> RunLock | None:
+def try_lock(directory: Path | str, wait: bool = False) -> RunLock | None:
     """Lock ``directory`` (created if needed) for this process; None when another process
-    holds it."""
+    holds it, or with ``wait`` block until it is free."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     handle = open(directory / LOCK_FILE, "a+", encoding="utf-8")
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
         return None

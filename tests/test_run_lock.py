@@ -82,3 +82,23 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     lock = try_lock(directory)
     assert lock is not None
     lock.release()
+
+
+def test_exports_at_once_take_one_version_each_and_bad_output_dirs_are_one_line(tmp_path):
+    """Two train.export processes on one model name wait for each other and write versions
+    1 and 2 (before, both could pick version 1); an --output-dir under a file is a one-line
+    error naming the directory."""
+    main(TINY + run_flags(tmp_path, "exported"))
+    command = [sys.executable, "-m", "train.export", "--run", str(tmp_path / "runs" / "exported"),
+               "--output-dir", str(tmp_path / "saved")]
+    processes = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=600)[0] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    written = sorted(re.search(r"^SavedModel: (.+)$", out, re.M).group(1) for out in outputs)
+    assert [Path(w).name for w in written] == ["1", "2"]
+    assert all((Path(w) / "saved_model.pb").is_file() for w in written)
+    (tmp_path / "file").write_text("")
+    result = subprocess.run([*command[:-1], str(tmp_path / "file" / "saved")], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, "cannot write the export under", "--output-dir")

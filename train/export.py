@@ -29,6 +29,7 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     """Export the run in ``run_dir`` to ``output_dir/<name>/<next version>``; returns it."""
     import tensorflow as tf
 
+    from tcnlm_tf.runlock import try_lock
     from tcnlm_tf.runs import load_run
     from tcnlm_tf.serving import ServingModule
 
@@ -37,13 +38,21 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     run = load_run(run_dir, precision="float32")
     module = ServingModule(run)
     model_dir = output_dir / (name or run.directory.name)
-    target = model_dir / str(next_version(model_dir))
-    partial = target.with_name(target.name + ".partial")
     print(f"exporting {run.checkpoint} ({run.config.model.model}, {run.config.model.mode} "
           f"mode) ...", flush=True)
     signatures = module.signatures()
-    tf.saved_model.save(module, str(partial), signatures=signatures)
-    partial.rename(target)    # TF Serving never sees a half-written version
+    try:
+        # one export at a time picks a version of this model: a second one waits, then
+        # takes the next number
+        with try_lock(model_dir, wait=True):
+            target = model_dir / str(next_version(model_dir))
+            partial = target.with_name(target.name + ".partial")
+            tf.saved_model.save(module, str(partial), signatures=signatures)
+            partial.rename(target)    # TF Serving never sees a half-written version
+    except (OSError, tf.errors.OpError) as error:
+        reason = getattr(error, "message", None) or error.strerror or str(error)
+        raise UserError(f"cannot write the export under {model_dir}: {reason}; choose a "
+                        "writable --output-dir") from None
     return target
 
 
