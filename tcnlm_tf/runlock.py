@@ -39,12 +39,13 @@ class RunLock:
         self.release()
 
 
-def try_lock(directory: Path | str, wait: bool = False) -> RunLock | None:
-    """Lock ``directory`` (created if needed) for this process; None when another process
-    holds it, or with ``wait`` block until it is free."""
+def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
+             ) -> RunLock | None:
+    """Lock ``directory`` (created if needed) for this process, through its file ``name``;
+    None when another process holds it, or with ``wait`` block until it is free."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    handle = open(directory / LOCK_FILE, "a+", encoding="utf-8")
+    handle = open(directory / name, "a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -98,10 +98,12 @@ def test_two_workers_match_one_process(tmp_path):
     outputs = _run_workers(multi)   # --max-steps 3 (TINY)
     assert "(chief of a multi-worker cluster)" in outputs[0], outputs[0]
     assert "(not the chief of a multi-worker cluster)" in outputs[1], outputs[1]
-    # only the chief wrote the run directory, and nothing of the other worker's is left
+    # only the chief wrote the run directory (and holds its lock), and nothing of the other
+    # worker's is left
     assert sorted(p.name for p in (runs / "run").iterdir()) == [
-        "checkpoints", "config.json", "lm_vocab.txt", "metrics.json", "tensorboard",
+        ".lock", "checkpoints", "config.json", "lm_vocab.txt", "metrics.json", "tensorboard",
         "topic_vocab.txt"]
+    assert (runs / "run" / ".lock").read_text().split()[1].isdigit()   # host, pid
     assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 3
 
     # restart both workers: each restores the chief's step-3 checkpoint and goes on to 5

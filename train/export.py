@@ -43,8 +43,9 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     signatures = module.signatures()
     try:
         # one export at a time picks a version of this model: a second one waits, then
-        # takes the next number
-        with try_lock(model_dir, wait=True):
+        # takes the next number (the lock file sits beside the model directory, which
+        # holds only versions, as TF Serving expects)
+        with try_lock(output_dir, wait=True, name=f".{model_dir.name}.lock"):
             target = model_dir / str(next_version(model_dir))
             partial = target.with_name(target.name + ".partial")
             tf.saved_model.save(module, str(partial), signatures=signatures)
