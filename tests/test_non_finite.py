@@ -14,17 +14,24 @@ from train.run import build_parser, config_from_args, main
 from train.trainer import NonFiniteLoss, Trainer
 
 
-@pytest.mark.parametrize("term,named", [("nll_sum", "language-model loss is nan"),
-                                        ("aux_loss", "other loss terms (aux_loss) is inf")])
-def test_a_non_finite_term_stops_training_and_keeps_the_last_checkpoint(tmp_path, term, named):
-    flags = TINY + run_flags(tmp_path, "nan")
+def resumed_trainer(tmp_path, name):
+    """A 3-step tiny run ``name`` and a Trainer resumed from it (up to 6 steps): (flags,
+    the checkpoint directory, its files' bytes, the trainer)."""
+    flags = TINY + run_flags(tmp_path, name)
     main(flags + ["--max-steps", "3"])
-    checkpoints = tmp_path / "runs" / "nan" / "checkpoints"
+    checkpoints = tmp_path / "runs" / name / "checkpoints"
     before = {p.name: p.read_bytes() for p in checkpoints.iterdir()}
     config = config_from_args(build_parser().parse_args(flags + ["--max-steps", "6"]))
     corpus = load_corpus(config.data, cache_dir=tmp_path / "cache", log=lambda _: None)
-    trainer = Trainer(config, corpus, tmp_path / "runs" / "nan", log=lambda _: None)
+    trainer = Trainer(config, corpus, tmp_path / "runs" / name, log=lambda _: None)
     assert trainer.resume()
+    return flags, checkpoints, before, trainer
+
+
+@pytest.mark.parametrize("term,named", [("nll_sum", "language-model loss is nan"),
+                                        ("aux_loss", "other loss terms (aux_loss) is inf")])
+def test_a_non_finite_term_stops_training_and_keeps_the_last_checkpoint(tmp_path, term, named):
+    flags, checkpoints, before, trainer = resumed_trainer(tmp_path, "nan")
     original = trainer.model.loss_terms
 
     def loss_terms(batch, training=False, state=None):
@@ -54,14 +61,7 @@ def test_a_non_finite_term_stops_training_and_keeps_the_last_checkpoint(tmp_path
 def test_weights_that_are_not_finite_are_never_saved(tmp_path):
     """A weight turned NaN (as --learning-rate inf once made every weight) stops the save
     with the one-line stop naming the weight; the checkpoints stay as they were."""
-    flags = TINY + run_flags(tmp_path, "weights")
-    main(flags)
-    checkpoints = tmp_path / "runs" / "weights" / "checkpoints"
-    before = {p.name: p.read_bytes() for p in checkpoints.iterdir()}
-    config = config_from_args(build_parser().parse_args(flags + ["--max-steps", "6"]))
-    corpus = load_corpus(config.data, cache_dir=tmp_path / "cache", log=lambda _: None)
-    trainer = Trainer(config, corpus, tmp_path / "runs" / "weights", log=lambda _: None)
-    assert trainer.resume()
+    _, checkpoints, before, trainer = resumed_trainer(tmp_path, "weights")
     weight = trainer.model.embedding.embeddings
     weight.assign(tf.tensor_scatter_nd_update(weight, [[1, 0]], [math.nan]))
     with pytest.raises(NonFiniteLoss) as stop:
