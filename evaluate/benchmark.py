@@ -205,7 +205,6 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog="examples:\n" + "\n".join(
                     "  " + line.strip() for line in rest.splitlines()
                     if line.strip().startswith(PROGRAM)))
-    model_names = tuple(MODELS)
     row_names = tuple(compare_rows())
     p.add_argument("--sections", default=",".join(SECTIONS),
                    type=_name_list(SECTIONS, "--sections"),

@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
