@@ -551,10 +551,10 @@ def models_section(args) -> None:
                     size += f", T={m.option('num_topics')}"
                 described[name] = (size, count_parameters(trainer.model))
                 shapes.add((config.train.batch_size, config.data.seq_len, len(batches)))
-            if trainer.tasks and name in described:
-                notes.append(f"{name}: language-model step only; its "
-                             f"{', '.join(task.name for task in trainer.tasks)} training "
-                             "step(s) are not timed")
+                if trainer.tasks and precision == args.precisions[0]:
+                    notes.append(f"{name}: language-model step only; its "
+                                 f"{', '.join(task.name for task in trainer.tasks)} training "
+                                 "step(s) are not timed")
         if not contenders:
             raise UserError("no model left to time: " + "; ".join(notes))
         print(f"models, one training step each (Trainer._train_step): {args.dataset} corpus, "

@@ -87,23 +87,11 @@ def warn_if_slow(precision: str) -> None:
         print(message, file=sys.stderr)
 
 
-#: what --help says of the default
+#: what --help says of the default (TrainConfig.precision, float32)
 DEFAULT_PRECISION_HELP = ("float32: mixed_bfloat16 cost TCNLM 1.16 %% of APNEWS test "
                           "perplexity at 2 epochs, more than the 1 %% a faster default may "
                           "cost; RESULTS.md")
 
-
-def default_precision() -> str:
-    """A fresh run's precision when ``--precision`` is not given: float32, everywhere (see
-    :data:`DEFAULT_PRECISION_HELP`; the bf16 throughput and quality checks are in
-    RESULTS.md)."""
-    return "float32"
-
-
-def check(precision: str) -> None:
-    """ValueError unless ``precision`` is one of :data:`PRECISIONS`."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
 
 
 @contextlib.contextmanager
@@ -112,7 +100,8 @@ def building(precision: str) -> Iterator[None]:
     policy when a layer is constructed); the previous policy is restored on exit."""
     import keras
 
-    check(precision)
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
     try:

@@ -25,8 +25,7 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPT
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, finite_float, int_list, models_with
-from tcnlm_tf.precision import (DEFAULT_PRECISION_HELP, PRECISIONS, default_precision,
-                                warn_if_slow)
+from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, warn_if_slow
 from tcnlm_tf.runlock import RunLock, holder, try_lock
 from tcnlm_tf.vocab import TOP_AMONG
 
@@ -245,8 +244,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     apply_preset(config.model, set(explicit))
     apply_decoder_dropouts(config.model, set(explicit))
-    if "precision" not in explicit:
-        config.train.precision = default_precision()
     if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
             and not (config.model.knowledge_base or "").startswith("hownet:")):
         raise UserError(f"--decoder sdlm on --dataset {config.data.dataset} needs HowNet's "

@@ -363,23 +363,21 @@ class Trainer:
     def _replica_train_step(self, batch, state, due):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
+        # mixed_float16: the gradients stay multiplied by the loss scale L (the optimiser
+        # checks them for overflow and divides by L itself), so the clip threshold and the
+        # reported norm are scaled by L instead of every gradient twice
         scale = self.scaled_optimizer.dynamic_scale.value if self.loss_scaling else 1.0
         with tf.GradientTape() as tape:
             terms = self.model.loss_terms(batch, training=True, state=state)
             tokens = ctx.all_reduce(SUM, terms["tokens"])
-            loss = (terms["nll_sum"] + terms["aux_loss"]) / tf.maximum(tokens, 1.0)
-            scaled_loss = loss * scale
-        grads = ctx.all_reduce(SUM, [_dense(g, v) / scale for g, v in
-                                     zip(tape.gradient(scaled_loss, variables), variables)])
-        grads, grad_norm = clip_gradients(grads, self.model.weight_scales(variables),
-                                          self.config.train.clip_norm)
-        if self.loss_scaling:
-            # it checks the scaled gradients: an overflow (non-finite) skips the step and
-            # halves the scale; finite ones it divides by the scale again and applies
-            self.scaled_optimizer.apply([g * scale / self.num_replicas for g in grads],
-                                        variables)
-        else:
-            self.optimizer.apply([g / self.num_replicas for g in grads], variables)
+            loss = (terms["nll_sum"] + terms["aux_loss"]) / tf.maximum(tokens, 1.0) * scale
+        grads = ctx.all_reduce(SUM, [_dense(g, v) for g, v in
+                                     zip(tape.gradient(loss, variables), variables)])
+        grads, scaled_norm = clip_gradients(grads, self.model.weight_scales(variables),
+                                            self.config.train.clip_norm * scale)
+        grad_norm = scaled_norm / scale
+        optimizer = self.scaled_optimizer if self.loss_scaling else self.optimizer
+        optimizer.apply([g / self.num_replicas for g in grads], variables)
         return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],
                 "examples": terms["examples"], "aux_loss": terms["aux_loss"],
                 "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
