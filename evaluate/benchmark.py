@@ -217,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed rounds; each times every contender once (default: 5)")
     timing.add_argument("--steps", type=int, default=3,
                         help="training steps per contender per round (default: 3)")
+    timing.add_argument("--precisions", default="float32,mixed_bfloat16",
+                        type=_name_list(PRECISIONS, "--precisions"),
+                        help=f"precisions timed side by side, out of {','.join(PRECISIONS)}: "
+                             "the recurrent layers' dtype policy, the models' train.run "
+                             "--precision (default: float32,mixed_bfloat16)")
     timing.add_argument("--seed", type=int, default=0,
                         help="seed of the weights, inputs and knowledge bases (default: 0)")
     sizes = p.add_argument_group("sizes (recurrent; the decoders use the hidden and input "
@@ -239,10 +244,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma list of evaluate.compare rows, out of "
                              f"{','.join(row_names)} (default: every model and decoder, "
                              f"{','.join(DEFAULT_MODEL_ROWS)})")
-    models.add_argument("--precisions", default="float32,mixed_bfloat16",
-                        type=_name_list(PRECISIONS, "--precisions"),
-                        help=f"train.run --precision of each model, timed side by side, out "
-                             f"of {','.join(PRECISIONS)} (default: float32,mixed_bfloat16)")
     models.add_argument("--dataset", choices=DATASETS, default=None,
                         help="corpus of the models section (default: apnews when --data-dir "
                              "holds apnews/train.txt, else synthetic)")
@@ -426,8 +427,11 @@ def multiply_adds_per_token(input_size: int, hidden_size: int, num_factors: int,
 
 def recurrent_section(args) -> None:
     """Times one training step (forward, and backward to every weight and the inputs x and
-    t) of each recurrent layer on x [B, L, n_x] and t [B, T]; the loss is the sum of the
-    outputs [B, L, n_h] ([B, L, K n_h] for the MoE)."""
+    t) of each recurrent layer on x [B, L, n_x] and t [B, T], under each precision of
+    ``--precisions`` (the layers' dtype policy: float32 weights, products in the policy's
+    compute dtype); the loss is the float32 sum of the outputs [B, L, n_h] ([B, L, K n_h]
+    for the MoE). Every (layer, precision) pair is a contender of the same rounds; the
+    ratios compare layers under the same precision."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -443,40 +447,52 @@ def recurrent_section(args) -> None:
     x = tf.Variable(rng.normal(size=(B, L, n_x)).astype("float32"), name="x")
     t = tf.Variable(rng.dirichlet(np.ones(T), size=B).astype("float32"), name="t")
 
-    lstm = keras.layers.LSTM(n_h, return_sequences=True, name="lstm")
-    cell = TopicCompositionalLSTMCell(n_h, n_f, T, input_gates_given=False, name="tc_cell")
-    stepwise = keras.layers.RNN(cell, return_sequences=True, name="tc_stepwise")
-    tc_layer = TopicCompositionalLSTM(n_h, n_f, T, name="tc_lstm")
-    moe = keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K),
-                           return_sequences=True, name="moe")
-    # name -> (forward pass, layer, the inputs it reads, key of multiply_adds_per_token)
-    layers = {
-        "keras LSTM": (lambda: lstm(x), lstm, [x], "lstm"),
-        "TC-LSTM, step by step": (lambda: stepwise(x, initial_state=cell.topic_state(t)),
-                                  stepwise, [x, t], "tc"),
-        "TC-LSTM (layer)": (lambda: tc_layer([x, t]), tc_layer, [x, t], "tc"),
-        f"MoE LSTM (K={K})": (lambda: moe(x), moe, [x], "moe"),
-    }
+    def layers_under(policy: str) -> dict:
+        """name -> (forward pass, layer, the inputs it reads, key of multiply_adds_per_token)
+        for layers of dtype policy ``policy``."""
+        lstm = keras.layers.LSTM(n_h, return_sequences=True, dtype=policy, name="lstm")
+        cell = TopicCompositionalLSTMCell(n_h, n_f, T, input_gates_given=False, dtype=policy,
+                                          name="tc_cell")
+        stepwise = keras.layers.RNN(cell, return_sequences=True, dtype=policy,
+                                    name="tc_stepwise")
+        tc_layer = TopicCompositionalLSTM(n_h, n_f, T, dtype=policy, name="tc_lstm")
+        moe = keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K, dtype=policy),
+                               return_sequences=True, dtype=policy, name="moe")
+        return {
+            "keras LSTM": (lambda: lstm(x), lstm, [x], "lstm"),
+            "TC-LSTM, step by step": (
+                lambda: stepwise(x, initial_state=cell.topic_state(t)), stepwise, [x, t],
+                "tc"),
+            "TC-LSTM (layer)": (lambda: tc_layer([x, t]), tc_layer, [x, t], "tc"),
+            f"MoE LSTM (K={K})": (lambda: moe(x), moe, [x], "moe"),
+        }
+
+    layers = {precision: layers_under(precision) for precision in args.precisions}
     contenders = {}
-    for name, (forward, layer, inputs, _) in layers.items():
-        forward()  # builds the weights eagerly, outside the traced step
-        contenders[name] = gradient_step(lambda f=forward: tf.reduce_sum(f()),
-                                         inputs + unique(layer.trainable_weights))
+    for precision, named in layers.items():
+        for name, (forward, layer, inputs, _) in named.items():
+            forward()  # builds the weights eagerly, outside the traced step
+            contenders[name, precision] = gradient_step(
+                lambda f=forward: tf.reduce_sum(tf.cast(f(), tf.float32)),
+                inputs + unique(layer.trainable_weights))
     macs = multiply_adds_per_token(n_x, n_h, n_f, T, L, K)
     print(f"recurrent layers, forward + backward: batch B={B} x L={L} tokens, n_x={n_x}, "
-          f"n_h={n_h}, n_f={n_f}, T={T}, K={K}; floor = multiply-adds per token / the LSTM's "
-          f"({macs['lstm']:,.0f})", flush=True)
+          f"n_h={n_h}, n_f={n_f}, T={T}, K={K}; precisions {', '.join(args.precisions)}; "
+          f"floor = multiply-adds per token / the LSTM's ({macs['lstm']:,.0f})", flush=True)
     times = time_contenders(contenders, args.warmup, args.rounds, args.steps)
-    reference = times["keras LSTM"]["seconds"]
     rows = []
-    for name, (_, _, _, kind) in layers.items():
-        seconds = times[name]["seconds"]
-        floor = macs[kind] / macs["lstm"]
-        rows.append((name, f"{seconds * 1e3:.2f}", f"{seconds * 1e6 / (B * L):.1f}",
-                     ratio(seconds, reference), f"{floor:.3f}x",
-                     f"{seconds / reference / floor:.2f}"))
-    print_table(("layer", "ms/step", "µs/token", "time x LSTM", "floor (MACs x LSTM)",
-                 "time ratio / floor"), rows)
+    for precision, named in layers.items():
+        reference = times["keras LSTM", precision]["seconds"]
+        for name, (_, _, _, kind) in named.items():
+            seconds = times[name, precision]["seconds"]
+            floor = macs[kind] / macs["lstm"]
+            rows.append((name, precision, f"{seconds * 1e3:.2f}",
+                         f"{seconds * 1e6 / (B * L):.1f}", ratio(seconds, reference),
+                         f"{floor:.3f}x", f"{seconds / reference / floor:.2f}",
+                         ratio(times[name, args.precisions[0]]["seconds"], seconds)))
+    print_table(("layer", "precision", "ms/step", "µs/token", "time x LSTM",
+                 "floor (MACs x LSTM)", "time ratio / floor",
+                 f"speed-up over {args.precisions[0]}"), rows, left=2)
 
 
 # -------------------------------------------------------------------------------- models

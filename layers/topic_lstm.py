@@ -73,19 +73,17 @@ def _lstm_bias_initializer(bias_initializer, units, unit_forget_bias):
     return init
 
 
-def _lstm_update(z, c_tm1):
-    """The LSTM state update from gate pre-activations.
-
-    ``z [..., 4, n]`` holds the pre-activations of gates (i, f, c, o) on axis -2 and
-    ``c_tm1 [..., n]`` the previous cell. Returns ``(h, c)``, each ``[..., n]``:
+def _lstm_update(i, f, candidate, o, c_tm1):
+    """The LSTM state update from the pre-activations of gates i, f, c~ and o and the
+    previous cell ``c_tm1``, all ``[..., n]``. Returns ``(h, c)``, each ``[..., n]``:
     ``c = sigmoid(i) * tanh(c~) + sigmoid(f) * c_tm1``, ``h = sigmoid(o) * tanh(c)``.
+
+    The gates come as four tensors (from ``ops.split``/``ops.unstack``, whose gradients
+    concatenate): indexing one ``[..., 4, n]`` tensor four times would make each gradient a
+    zero-padded ``[..., 4, n]`` tensor, four of them summed, at every step.
     """
-    i = ops.sigmoid(z[..., 0, :])
-    f = ops.sigmoid(z[..., 1, :])
-    candidate = ops.tanh(z[..., 2, :])
-    o = ops.sigmoid(z[..., 3, :])
-    c = i * candidate + f * c_tm1
-    return o * ops.tanh(c), c
+    c = ops.sigmoid(i) * ops.tanh(candidate) + ops.sigmoid(f) * c_tm1
+    return ops.sigmoid(o) * ops.tanh(c), c
 
 
 def _check_positive_int(owner, name, value):
@@ -354,13 +352,18 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         h_in = h_tm1
         if training and 0.0 < self.recurrent_dropout < 1.0:
             h_in = h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
-        # eq. 15 for all four gates at once: [B, 4, n_f].
-        h_tilde = ops.reshape(ops.matmul(h_in, self.recurrent_kernel) * recurrent_factors,
-                              (-1, NUM_GATES, self.num_factors))
-        # eq. 13: (W_*a x~_* + b_*) + U_*a h~_* for each gate *, [B, 4, n_h].
-        z = (ops.reshape(inputs, (-1, NUM_GATES, self.units))
-             + ops.einsum("bgf,gfh->bgh", h_tilde, self.recurrent_factor_kernel))
-        h, c = _lstm_update(z, c_tm1)
+        # eq. 15 for all four gates at once, gate-major: [4, B, n_f].
+        h_tilde = ops.transpose(
+            ops.reshape(ops.matmul(h_in, self.recurrent_kernel) * recurrent_factors,
+                        (-1, NUM_GATES, self.num_factors)), (1, 0, 2))
+        # U_*a h~_* of the four gates in one batched product, [4, B, n_h], taken apart
+        # along its leading axis (contiguous) rather than brought back to [B, 4, n_h] by a
+        # transpose at every step (the layer's training step took 20 % longer with the
+        # transpose and indexing, RESULTS.md, issue 25)
+        recurrent = ops.unstack(ops.matmul(h_tilde, self.recurrent_factor_kernel), NUM_GATES)
+        # eq. 13: (W_*a x~_* + b_*) + U_*a h~_* for each gate *, each [B, n_h].
+        z = [x + r for x, r in zip(ops.split(inputs, NUM_GATES, axis=-1), recurrent)]
+        h, c = _lstm_update(*z, c_tm1)
         return h, [h, c, input_factors, recurrent_factors]
 
     def get_config(self):
@@ -679,7 +682,8 @@ class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "bkn,kng->bkg", ops.reshape(h_in, expert_shape), self.recurrent_kernel
         )
         z = ops.reshape(z, (-1, self.num_experts, NUM_GATES, self.units))
-        h, c = _lstm_update(z, ops.reshape(c_tm1, expert_shape))
+        h, c = _lstm_update(*ops.unstack(z, NUM_GATES, axis=-2),
+                            ops.reshape(c_tm1, expert_shape))
         flat_shape = (-1, self.num_experts * self.units)
         h = ops.reshape(h, flat_shape)
         return h, [h, ops.reshape(c, flat_shape)]

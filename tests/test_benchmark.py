@@ -51,15 +51,21 @@ def test_recurrent_and_decoders_tables(capsys):
     tc = 4 * n_h * n_x + 4 * n_h * n_h + 8 * n_h * n_h + 8 * T * n_h / L
     floors = {"keras LSTM": 1.0, "TC-LSTM, step by step": tc / lstm,
               "TC-LSTM (layer)": tc / lstm, f"MoE LSTM (K={K})": float(K)}
-    rows = {row[0]: row for row in table(out, "layer")}
-    assert list(rows) == list(floors)
-    for name, (_, ms, us, time_ratio, floor, over_floor) in rows.items():
+    rows = table(out, "layer")
+    precisions = ("float32", "mixed_bfloat16")          # the default --precisions
+    assert [(r[0], r[1]) for r in rows] == [(n, p) for p in precisions for n in floors]
+    for name, precision, ms, us, time_ratio, floor, over_floor, speed_up in rows:
         seconds = positive(ms) / 1e3
         assert positive(us) == pytest.approx(seconds * 1e6 / (4 * L), rel=0.05, abs=0.05)
-        positive(time_ratio)
-        positive(over_floor)
+        assert positive(over_floor) == pytest.approx(
+            positive(time_ratio) / floors[name], rel=0.02, abs=0.01)
+        positive(speed_up)
         assert floor == f"{floors[name]:.3f}x"
-    assert rows["keras LSTM"][3] == "1.00x"
+    for row in rows:
+        if row[0] == "keras LSTM":
+            assert row[4] == "1.00x"
+        if row[1] == "float32":
+            assert row[7] == "1.00x"
 
     decoders = table(out, "V")
     assert [(r[0], r[1]) for r in decoders] == [("300", d) for d in benchmark.DECODERS]
