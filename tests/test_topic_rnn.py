@@ -270,3 +270,32 @@ def test_tiny_run_trains_and_logs_its_terms(tmp_path):
     stop = stop_word_mask(run.lm_vocab.words, load_stopwords()) > 0
     assert stop.sum() > 2 and (beta[:, stop] == 0).all()
     np.testing.assert_allclose(beta.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("spread", [1.0, 200.0])
+def test_normalisers_equal_both_log_sum_exps_also_past_float32_range(model, spread):
+    """One exponential serves both normalisers; where the topic biases of a document span
+    so many nats that the shared product would underflow (spread 200), the second one is
+    computed directly. Both cases: the two log-sum-exps of float64 NumPy, and gradients
+    equal to those of two ``reduce_logsumexp``."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=3.0, size=(2, 5, V)).astype(np.float32)
+    bias = rng.normal(size=(2, V))
+    # document 0: word 0 has the lowest logits and a topic bias `spread` nats above the
+    # others'; at spread 200 each term of the shared product underflows to 0
+    bias[0, 0], logits[0, :, 0] = spread, -spread
+    logits, bias = tf.constant(logits), tf.constant(bias, tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([logits, bias])
+        stop_norm, content_norm = model._normalisers(logits, bias)
+        direct = (tf.reduce_logsumexp(logits, -1),
+                  tf.reduce_logsumexp(logits + bias[:, None], -1))
+        shared_sum = tf.reduce_sum(stop_norm * 0.3 + content_norm * 0.7)
+        direct_sum = tf.reduce_sum(direct[0] * 0.3 + direct[1] * 0.7)
+    l64, b64 = logits.numpy().astype(np.float64), bias.numpy().astype(np.float64)
+    expected_content = np.log(np.exp(l64 + b64[:, None]).sum(-1))
+    np.testing.assert_allclose(stop_norm.numpy(), np.log(np.exp(l64).sum(-1)), rtol=1e-5)
+    np.testing.assert_allclose(content_norm.numpy(), expected_content, rtol=1e-5)
+    for x in (logits, bias):
+        np.testing.assert_allclose(tape.gradient(shared_sum, x).numpy(),
+                                   tape.gradient(direct_sum, x).numpy(), rtol=1e-4, atol=1e-6)

@@ -184,6 +184,38 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
                    + tf.nn.log_softmax(logits + self._spread(bias, logits)))
         return tf.reduce_logsumexp(tf.stack([stop, content]), axis=0)
 
+    def _normalisers(self, logits, bias) -> tuple[tf.Tensor, tf.Tensor]:
+        """The log-normalisers of the two softmaxes, [...] for word logits [..., V] (leading
+        dim B) and B theta [B, V]: ``log sum_i exp(logits_i)`` and ``log sum_i exp(logits_i +
+        (B theta)_i)``.
+
+        One exponential of the [..., V] logits serves both: with m = max_i logits_i and
+        b = max_i (B theta)_i, the second sum is sum_i exp(logits_i - m) exp((B theta)_i - b)
+        exp(m + b), a product of the first sum's terms with a per-document [B, V] vector
+        (a batched matrix-vector product). Two ``reduce_logsumexp`` over [..., V] cost one
+        more exponential, subtraction and sum over the whole [B, L, V] tensor, forward and
+        backward (the output's step took 6-10 % longer, RESULTS.md, issue 25). The product
+        loses only terms below float32's smallest normal number, at most V * 2^-126 in
+        all; where the sum is too small for that to be negligible (below V * 2^-102, which
+        needs one document's topic biases to span more than about 60 nats, and the word
+        with the largest bias to lie as far below the largest logit) the second
+        normaliser is computed directly instead, so the result never degrades."""
+        peak = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+        scaled = tf.exp(logits - peak)                                   # [..., V], <= 1
+        bias_peak = tf.stop_gradient(tf.reduce_max(bias, axis=-1, keepdims=True))  # [B, 1]
+        rows = tf.reshape(scaled, [tf.shape(bias)[0], -1, self.vocab_size])  # [B, N, V]
+        weighted = tf.reshape(tf.linalg.matvec(rows, tf.exp(bias - bias_peak)),
+                              tf.shape(peak)[:-1])                       # [...]
+        peak = peak[..., 0]
+        stop_norm = tf.math.log(tf.reduce_sum(scaled, axis=-1)) + peak
+        bias_peak = self._spread(bias_peak, peak[..., None])[..., 0]     # [B, 1..]
+        tiny = self.vocab_size * 2.0 ** -102
+        content_norm = tf.cond(
+            tf.reduce_all(weighted >= tiny),
+            lambda: tf.math.log(weighted) + peak + bias_peak,
+            lambda: tf.reduce_logsumexp(logits + self._spread(bias, logits), axis=-1))
+        return stop_norm, content_norm
+
     def _target_terms(self, hidden, targets, context) -> dict[str, tf.Tensor]:
         """Per-target terms [...] for h [..., H] and ``targets`` [...] (leading dim B):
         ``marginal`` log p(y | h, theta), ``joint`` log p(y, l(y) | h, theta) and
@@ -194,10 +226,10 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
         target_bias = tf.gather(bias, targets, batch_dims=1)
         log_stop, log_content = (tf.math.log_sigmoid(stop_logit),
                                  tf.math.log_sigmoid(-stop_logit))   # log p(l = 1 | h), l = 0
+        stop_norm, content_norm = self._normalisers(logits, bias)
         # log p(l=1 | h) p(y | h, l=1) and log p(l=0 | h) p(y | h, theta, l=0)
-        stop_word = log_stop + target_logit - tf.reduce_logsumexp(logits, axis=-1)
-        content_word = (log_content + target_logit + target_bias
-                        - tf.reduce_logsumexp(logits + self._spread(bias, logits), axis=-1))
+        stop_word = log_stop + target_logit - stop_norm
+        content_word = log_content + target_logit + target_bias - content_norm
         observed_stop = tf.gather(self.stop_mask, targets) > 0
         return {"marginal": tf.reduce_logsumexp(tf.stack([stop_word, content_word]), axis=0),
                 "joint": tf.where(observed_stop, stop_word, content_word),
