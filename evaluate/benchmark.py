@@ -6,7 +6,10 @@ Sections (``--sections``, default all four, run in this order):
 ``recurrent``
     The recurrent layers against ``keras.layers.LSTM`` of the same size on the same batch,
     x [B, L, n_x] (normal noise) and topic vectors t [B, T] (Dirichlet(1), fixed seed):
-    ``keras LSTM`` (the reference); ``TC-LSTM, step by step``, i.e.
+    ``keras LSTM`` (the reference); ``LSTM, x W hoisted``,
+    :class:`layers.hoisted_lstm.HoistedLSTM` with ``hoist=True`` (the same LSTM with x W + b
+    computed for all L steps before the loop, which the project's LSTM models run under a
+    reduced precision); ``TC-LSTM, step by step``, i.e.
     ``keras.layers.RNN(TopicCompositionalLSTMCell(..., input_gates_given=False))`` from
     ``initial_state=cell.topic_state(t)``, which computes the input half of eq. 13-14 inside
     the recurrence (how the layer used to run); ``TC-LSTM (layer)``,
@@ -436,6 +439,7 @@ def recurrent_section(args) -> None:
     import numpy as np
     import tensorflow as tf
 
+    from layers.hoisted_lstm import HoistedLSTM
     from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
                                    TopicCompositionalLSTMCell)
 
@@ -451,6 +455,8 @@ def recurrent_section(args) -> None:
         """name -> (forward pass, layer, the inputs it reads, key of multiply_adds_per_token)
         for layers of dtype policy ``policy``."""
         lstm = keras.layers.LSTM(n_h, return_sequences=True, dtype=policy, name="lstm")
+        hoisted = HoistedLSTM(n_h, return_sequences=True, hoist=True, dtype=policy,
+                              name="hoisted_lstm")
         cell = TopicCompositionalLSTMCell(n_h, n_f, T, input_gates_given=False, dtype=policy,
                                           name="tc_cell")
         stepwise = keras.layers.RNN(cell, return_sequences=True, dtype=policy,
@@ -460,6 +466,7 @@ def recurrent_section(args) -> None:
                                return_sequences=True, dtype=policy, name="moe")
         return {
             "keras LSTM": (lambda: lstm(x), lstm, [x], "lstm"),
+            "LSTM, x W hoisted": (lambda: hoisted(x), hoisted, [x], "lstm"),
             "TC-LSTM, step by step": (
                 lambda: stepwise(x, initial_state=cell.topic_state(t)), stepwise, [x, t],
                 "tc"),

@@ -8,6 +8,7 @@ implements, and does no file I/O.
 
 from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
 from layers.context_attention import ContextAttention, LateFusionLSTM, LateFusionLSTMCell
+from layers.hoisted_lstm import HoistedLSTM
 from layers.lda import LDAInference
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from layers.sememe_decoder import SememeDecoder
@@ -19,7 +20,7 @@ from layers.topic_model import BagOfWords, NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
-           "DocumentConvolution", "LDAInference", "LateFusionLSTM", "LateFusionLSTMCell",
+           "DocumentConvolution", "HoistedLSTM", "LDAInference", "LateFusionLSTM", "LateFusionLSTMCell",
            "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes", "NeuralTopicModel",
            "SememeDecoder", "TopicAttention",
            "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",

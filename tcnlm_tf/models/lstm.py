@@ -24,6 +24,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from layers.hoisted_lstm import HoistedLSTM
 from tcnlm_tf import decoders
 from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
 
@@ -154,9 +155,12 @@ class RecurrentLanguageModel(LanguageModel):
         return self.hidden_size
 
     def make_layer(self, index: int) -> keras.layers.Layer:
-        """Recurrent layer ``index``; must return (sequence, h, c) when run."""
-        return keras.layers.LSTM(self.hidden_size, return_sequences=True, return_state=True,
-                                 name=f"lstm_{index}")
+        """Recurrent layer ``index``; must return (sequence, h, c) when run. The LSTM is
+        :class:`layers.hoisted_lstm.HoistedLSTM`, ``keras.layers.LSTM`` with ``x W + b``
+        computed before the loop (same weights and names, so checkpoints written with
+        ``keras.layers.LSTM`` load)."""
+        return HoistedLSTM(self.hidden_size, return_sequences=True, return_state=True,
+                           name=f"lstm_{index}")
 
     def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
         """What the document context contributes; nothing for the plain LSTM."""

@@ -1,0 +1,95 @@
+"""``keras.layers.LSTM`` with the input half of its gates computed before the recurrence.
+
+An LSTM's gate pre-activations are ``z_t = x_t W + b + h_{t-1} U`` (Hochreiter and
+Schmidhuber 1997; the gates i, f, c~, o of ``keras.layers.LSTMCell``). ``x_t W + b`` does not
+depend on the recurrence, so :class:`HoistedLSTM` computes it for all L steps in one
+``[B L, n_x] x [n_x, 4 n_h]`` product before the loop, and the loop does only ``h_{t-1} U``
+and the gate update, as :class:`layers.topic_lstm.TopicCompositionalLSTM` does for its
+input half. ``keras.layers.LSTM`` on a CPU runs the whole cell at every step.
+
+The multiply-adds are the same. Under ``mixed_bfloat16`` the hoisted layer's training
+step is about 1.3x faster on this project's CPU (the one large bf16 product uses the CPU's
+bf16 units well, 30 small ones do not); under float32 it was 0-5 % slower, so a float32
+layer runs ``keras.layers.LSTM``'s loop (RESULTS.md, issue 25).
+
+Everything else is ``keras.layers.LSTM``'s: the same weights under the same names (``cell``
+is its ``LSTMCell``, so checkpoints of either load into the other), the same arguments,
+masking, initial and returned states, ``go_backwards``, ``unroll`` and input dropout (one
+mask per sequence, as ``LSTMCell`` draws it, applied to x before the product).
+
+``hoist``: ``"auto"`` (the default) hoists under a reduced-precision compute dtype only;
+``True`` hoists in float32 too; ``False`` never. Whatever it says, the layer runs
+``keras.layers.LSTM``'s own loop where that loop differs: with ``recurrent_dropout`` (for
+which ``LSTMCell`` switches to its per-gate ``implementation=1``, four masks for x and four
+for h), with ``implementation=1``, and where TensorFlow sees a GPU or ``use_cudnn=True``
+(its loop then uses cuDNN where it can).
+
+Shapes: ``x [B, L, n_x]`` -> as ``keras.layers.LSTM`` (``[B, L, n_h]`` with
+``return_sequences``, plus ``h, c [B, n_h]`` with ``return_state``).
+"""
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+def _tensorflow_sees_a_gpu() -> bool:
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class HoistedLSTM(keras.layers.LSTM):
+    """``keras.layers.LSTM`` whose ``x W + b`` is one product over all steps before the
+    recurrence (see the module docstring); same arguments, weights and outputs, plus
+    ``hoist`` (``"auto"``, ``True`` or ``False``)."""
+
+    def __init__(self, units, hoist: str | bool = "auto", **kwargs):
+        if hoist not in ("auto", True, False):
+            raise ValueError(f"HoistedLSTM hoist must be 'auto', True or False, got {hoist!r}.")
+        super().__init__(units, **kwargs)
+        self.hoist = hoist
+
+    def _hoists(self) -> bool:
+        cell = self.cell
+        if cell.implementation != 2 or self.use_cudnn is True or (
+                self.use_cudnn == "auto" and _tensorflow_sees_a_gpu()):
+            return False
+        return self.compute_dtype != "float32" if self.hoist == "auto" else self.hoist
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        """``sequences [B, L, n_x]``, ``initial_state [h0, c0]`` -> ``(last output, outputs,
+        [h, c])`` as ``keras.src.backend.rnn`` returns them."""
+        if not self._hoists():
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        cell = self.cell
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        if training and 0.0 < cell.dropout < 1.0:
+            sequences = sequences * ops.expand_dims(
+                cell.get_dropout_mask(sequences[:, 0, :]), 1)
+        gates = ops.matmul(sequences, cell.kernel)                   # [B, L, 4 n_h]
+        if cell.use_bias:
+            gates = gates + cell.bias
+        recurrent_kernel = ops.convert_to_tensor(cell.recurrent_kernel)
+
+        def step(inputs, states):
+            h_tm1, c_tm1 = states
+            i, f, candidate, o = ops.split(inputs + ops.matmul(h_tm1, recurrent_kernel), 4,
+                                           axis=-1)
+            c = (cell.recurrent_activation(f) * c_tm1
+                 + cell.recurrent_activation(i) * cell.activation(candidate))
+            h = cell.recurrent_activation(o) * cell.activation(c)
+            return h, [h, c]
+
+        return keras.src.backend.rnn(
+            step, gates, list(initial_state), go_backwards=self.go_backwards, mask=mask,
+            unroll=self.unroll, input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences)
+
+    def get_config(self):
+        return {**super().get_config(), "hoist": self.hoist}
