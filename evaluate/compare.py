@@ -33,6 +33,18 @@ table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; valid
 perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
 (``tensorboard --logdir <runs-dir>/<name>/tensorboard``).
 
+Records (``--record-dir DIR``, e.g. ``results/<name>`` in a git checkout). A long
+comparison outlives processes and machines: the run directories belong outside the
+checkout (``--runs-dir`` or ``$TCNLM_RUNS_DIR``), and as soon as a run is finished and
+evaluated its record goes to ``DIR/<run>/``: ``metrics.json`` (the run's metrics with its
+size, NPMI and ablation scores folded in), ``config.json``, ``topics.txt``,
+``coherence.json``, ``ablations.json``; the comparison's ``compare.json``, table and curve
+plot are rewritten there after every record. A run with a record counts as finished even
+when its run directory is gone (another machine, a wiped scratch space): the table is
+rebuilt from the records, and says which rows came from them. ``--commit-records`` also
+commits each new record (only its own files) to the git repository ``DIR`` is in, so a
+machine lost between two restarts loses no finished row.
+
 Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --context preceding``), a
 model's own options only to the rows of models that take them. ``--jobs 2`` trains two runs
 at a time, each writing its output to ``<runs-dir>/<name>/<run>.log``.
@@ -46,10 +58,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
                                      curves, curves_png, table, write_tensorboard)
-from tcnlm_tf.config import DATASETS, PRESETS, default_cache_dir, default_data_dir
+from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
+                             default_runs_dir)
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, finite_float, int_list
@@ -57,6 +71,11 @@ from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, finite_f
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
 SETTINGS_FILE = "compare.json"
+#: a run directory's files that go into its record besides the evaluated metrics.json
+RECORD_FILES = ("config.json", "topics.txt", "coherence.json", "ablations.json")
+#: the comparison's outputs copied to --record-dir
+REPORT_FILES = ("comparison.md", "comparison.json", "valid_curves.png")
+COMMIT_ATTEMPTS = 5
 #: a topic run's test perplexity with shuffled and with uniform topics
 ABLATIONS_FILE = "ablations.json"
 POLL_SECONDS = 2.0
@@ -99,9 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also score every topic row's test split with another document's "
                    "topics (shuffled) and with uniform topics, in a table beside the real "
                    "ones: a gain that survives shuffled topics is not topical")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                   help="where the comparison directory is made (default: runs)")
+    p.add_argument("--runs-dir", type=Path, default=default_runs_dir(),
+                   help="where the comparison directory is made (default: $TCNLM_RUNS_DIR or "
+                        f"./runs, now {default_runs_dir()})")
     p.add_argument("--name", help="comparison directory name (default: compare-<dataset>)")
+    p.add_argument("--record-dir", type=Path, default=None, metavar="DIR",
+                   help="write each finished row's record (metrics, config, topics, NPMI, "
+                        "ablations) and the table to DIR as soon as it finishes, and count a "
+                        "recorded row as finished even when its run directory is gone "
+                        "(e.g. results/<name> in a git checkout; default: no records)")
+    p.add_argument("--commit-records", action="store_true",
+                   help="git-commit each new record (its own files only) in the repository "
+                        "--record-dir is in")
     p.add_argument("--jobs", type=int, default=1,
                    help="rows trained at the same time, each logging to <name>/<row>.log "
                    "(default: 1). On a 2-core machine, 2 jobs train about 1.6x as many tokens "
@@ -216,14 +244,26 @@ def row_command(row: str, run: str, directory: Path, shared: list[str], epochs: 
     return command + shared + flags + epochs + train_args
 
 
-def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int) -> list[str]:
-    """Runs the commands (run name -> command), ``jobs`` at a time; returns the runs whose
-    command failed.
+def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
+                 on_success: Callable[[str], None] = lambda run: None) -> list[str]:
+    """Runs the commands (run name -> command), ``jobs`` at a time, calling
+    ``on_success(run)`` as each one succeeds; returns the runs whose command, or whose
+    ``on_success``, failed (the other runs go on either way).
 
     With one job the output goes to the terminal; with more, each run's output goes to
     ``<directory>/<run>.log`` (named when the run starts)."""
+    def succeeded(row: str) -> bool:
+        try:
+            on_success(row)
+        except Exception as err:   # noqa: BLE001 - reported; the other runs must go on
+            print(f"== {row}: trained, but evaluating or recording it failed: "
+                  f"{type(err).__name__}: {err}", flush=True)
+            return False
+        return True
+
     if jobs == 1:
-        return [row for row, command in commands.items() if subprocess.run(command).returncode]
+        return [row for row, command in commands.items()
+                if subprocess.run(command).returncode or not succeeded(row)]
     pending, running, failed = list(commands), {}, []
     while pending or running:
         while pending and len(running) < jobs:
@@ -238,7 +278,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int) -> 
                 log.close()
                 del running[row]
                 print(f"== {row}: finished (exit {process.returncode})", flush=True)
-                if process.returncode:
+                if process.returncode or not succeeded(row):
                     failed.append(row)
     return failed
 
@@ -263,6 +303,71 @@ def ablation_evaluations(run_dir: Path) -> dict[str, float]:
               for source in ("shuffled", "uniform")}
     write_text(path, json.dumps(result, indent=2) + "\n")
     return result
+
+
+def evaluated(run_dir: Path, row: str, ablations: bool) -> dict:
+    """A finished run's metrics with its ``size`` and, for a topic model, its ``coherence``
+    (and with ``ablations`` its ``ablations`` scores), as JSON gives them back (string keys),
+    so that they equal what the run's record reads back."""
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["size"] = size_of(run_dir)
+    if MODELS[ROWS[row][0]].has_topics:
+        metrics["coherence"] = topic_evaluations(run_dir)
+        if ablations:
+            metrics["ablations"] = ablation_evaluations(run_dir)
+    return json.loads(json.dumps(metrics, default=float))
+
+
+def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
+    """The record of a finished run in ``record_dir/<run>/``: its evaluated ``metrics`` as
+    ``metrics.json`` and its :data:`RECORD_FILES`; returns the files written."""
+    target = record_dir / run_dir.name
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in RECORD_FILES:
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, target / name)
+            written.append(target / name)
+    write_text(target / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    return written + [target / "metrics.json"]
+
+
+def git_toplevel(directory: Path) -> Path:
+    """The root of the git work tree ``directory`` is in, or :class:`UserError`."""
+    result = subprocess.run(["git", "-C", str(directory), "rev-parse", "--show-toplevel"],
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise UserError(f"--commit-records: {directory} is not inside a git work tree "
+                        f"({result.stderr.strip() or 'git failed'}); give a --record-dir "
+                        "inside one, or leave out --commit-records")
+    return Path(result.stdout.strip())
+
+
+def commit_files(paths: list[Path], message: str) -> None:
+    """``git add`` and ``git commit --only`` of ``paths`` (nothing else that is staged),
+    retried while another git process holds the index lock. A failure is printed, not
+    raised: the record is on disk either way."""
+    top = git_toplevel(paths[0].parent)
+    files = [str(p.resolve()) for p in paths]
+    error = ""
+    for _ in range(COMMIT_ATTEMPTS):
+        add = subprocess.run(["git", "-C", str(top), "add", "--", *files],
+                             capture_output=True, text=True)
+        result = add if add.returncode else subprocess.run(
+            ["git", "-C", str(top), "commit", "-q", "--only", "-m", message, "--", *files],
+            capture_output=True, text=True)
+        if result.returncode == 0:
+            print(f"== committed: {message}", flush=True)
+            return
+        error = (result.stderr + result.stdout).strip()
+        if "index.lock" not in error:
+            break
+        time.sleep(POLL_SECONDS)
+    if "nothing" in error and "commit" in error:
+        print(f"== {message}: already committed", flush=True)
+    else:
+        print(f"== warning: could not commit the record ({error.splitlines()[-1:] or 'git'}); "
+              "it is on disk", flush=True)
 
 
 def size_of(run_dir: Path) -> str:
@@ -365,9 +470,10 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
-           names: dict[RunKey, str]) -> str:
+           names: dict[RunKey, str], from_records: list[str] = ()) -> str:
     """Writes ``comparison.md``, ``comparison.json``, ``valid_curves.png`` and the
-    TensorBoard curves of the finished ``runs``; returns the Markdown."""
+    TensorBoard curves of the finished ``runs`` (``from_records``: the runs read from their
+    records, without a run directory); returns the Markdown."""
     entries = aggregate(runs, args.fixed_budget)
     budget = ("epochs as in the train.run flags" if fixed_epochs(args.train_args) else
               f"until converged: patience {args.patience}, at most {args.max_epochs} epochs")
@@ -379,6 +485,9 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     by_topics = coherence_table(entries)
     if by_topics:
         text += "\nNPMI (mean of top 5/10/15/20) by number of topics\n\n" + by_topics
+    if from_records:
+        text += (f"\nRead from their records in {args.record_dir} (no run directory here): "
+                 f"{', '.join(from_records)}\n")
     ablations = ablation_table(entries)
     if ablations:
         text += ("\nTest perplexity of the topic rows with their own topics, another "
@@ -402,7 +511,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     directory = args.runs_dir / (args.name or f"compare-{args.dataset}")
     shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir),
               "--preset", args.preset]
+    record_dir = args.record_dir
+    if args.commit_records:
+        if record_dir is None:
+            raise UserError("--commit-records needs --record-dir (where the records go)")
+        record_dir.mkdir(parents=True, exist_ok=True)
+        git_toplevel(record_dir)
     check_settings(directory, settings(args))
+    if record_dir is not None:
+        check_settings(record_dir, settings(args))
     keys = run_keys(rows, args)
     names = {key: key.name(len(args.num_topics), len(args.seeds), len(args.learning_rates))
              for key in keys}
@@ -410,6 +527,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     for key in keys:
         name = names[key]
         metrics = finished(directory / name)
+        if metrics is None and record_dir is not None and finished(record_dir / name):
+            print(f"== {name}: recorded in {record_dir / name}, no run directory here; "
+                  "counted as finished", flush=True)
+            continue
         if metrics is not None:
             epochs = below_cap(metrics, key, args)
             if not epochs:
@@ -421,26 +542,56 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
             (directory / name / ABLATIONS_FILE).unlink(missing_ok=True)   # of the old weights
         commands[name] = row_command(key.row, name, directory, shared + run_flags(key, args),
                                      epoch_flags(key, args), args.train_args, args.cache_dir)
-    failed = run_commands(commands, directory, args.jobs)
+
+    order = sorted(keys, key=lambda k: list(ROWS).index(k.row))
+    runs: dict[RunKey, dict] = {}
+    from_records: list[str] = []
+
+    def collect(key: RunKey, fresh: bool = False) -> None:
+        """``runs[key]`` from the run directory where it is finished (and its record,
+        written where it is new or ``fresh``), else from its record."""
+        name, run_dir = names[key], directory / names[key]
+        if finished(run_dir) is None:
+            if record_dir is not None and finished(record_dir / name):
+                runs[key] = finished(record_dir / name)
+                from_records.append(name)
+            return
+        runs[key] = evaluated(run_dir, key.row, args.ablations)
+        if record_dir is not None and (fresh or finished(record_dir / name) is None):
+            written = write_record(record_dir, run_dir, runs[key])
+            done = {k: runs[k] for k in order if k in runs}
+            report(args, directory, done, names, from_records)
+            for file in REPORT_FILES:
+                shutil.copyfile(directory / file, record_dir / file)
+            print(f"== {name}: recorded in {record_dir / name}", flush=True)
+            if args.commit_records:
+                metrics = runs[key]
+                commit_files(written + [record_dir / SETTINGS_FILE]
+                             + [record_dir / f for f in REPORT_FILES],
+                             f"results: {record_dir.name}/{name}, test perplexity "
+                             f"{metrics['test_perplexity']:.2f} after "
+                             f"{len(metrics['epochs'])} epochs ({metrics.get('stopped')})")
+
+    for key in order:               # rows finished before this command, and recorded ones
+        if names[key] not in commands:
+            collect(key)
+    by_name = {names[key]: key for key in keys}
+    failed = run_commands(commands, directory, args.jobs,
+                          on_success=lambda name: collect(by_name[name], fresh=True))
     if failed:
         raise UserError(f"training failed for {', '.join(failed)} (messages above or in "
                         f"{directory}/<run>.log); fix the cause and run the same command "
                         "again: finished runs are kept, the others resume")
-    runs = {}
-    for key in sorted(keys, key=lambda k: list(ROWS).index(k.row)):
-        run_dir = directory / names[key]
-        metrics = json.loads((run_dir / "metrics.json").read_text())
-        metrics["size"] = size_of(run_dir)
-        if MODELS[ROWS[key.row][0]].has_topics:
-            metrics["coherence"] = topic_evaluations(run_dir)
-            if args.ablations:
-                metrics["ablations"] = ablation_evaluations(run_dir)
-        runs[key] = metrics
-    text = report(args, directory, runs, names)
+    runs = {key: runs[key] for key in order}
+    text = report(args, directory, runs, names, from_records)
+    if record_dir is not None:
+        for file in REPORT_FILES:
+            shutil.copyfile(directory / file, record_dir / file)
     print("\n" + text)
     print(f"written to {directory / 'comparison.md'}, comparison.json and valid_curves.png "
           f"(TensorBoard: tensorboard --logdir {directory / 'tensorboard'}); topics and "
-          "coherence in each topic model's run directory")
+          "coherence in each topic model's run directory"
+          + (f"; records in {record_dir}" if record_dir is not None else ""))
     return {names[key]: metrics for key, metrics in runs.items()}
 
 

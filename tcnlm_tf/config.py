@@ -58,6 +58,7 @@ MAX_GENERATED_WORDS = 40
 
 DATA_DIR_ENV = "TCNLM_DATA_DIR"
 CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
+RUNS_DIR_ENV = "TCNLM_RUNS_DIR"
 
 #: settings added since runs were first saved, with the value that a config.json without
 #: them was trained with (where it is not the new default): a reloaded run keeps its own
@@ -80,6 +81,12 @@ def default_data_dir() -> Path:
 def default_cache_dir() -> Path:
     """``$TCNLM_CACHE_DIR`` if set, else ``./.cache``: preprocessed corpora and synthetic data."""
     return Path(os.environ.get(CACHE_DIR_ENV, ".cache"))
+
+
+def default_runs_dir() -> Path:
+    """``$TCNLM_RUNS_DIR`` if set, else ``./runs``: where run and comparison directories go
+    (point it outside a checkout or scratch space that gets wiped: runs take days)."""
+    return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
 
 
 @dataclasses.dataclass

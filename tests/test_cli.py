@@ -2,6 +2,7 @@
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,18 @@ def test_lr_is_the_learning_rate_and_no_prefix_of_a_flag_is_accepted():
         with pytest.raises(SystemExit) as stop:
             build_parser().parse_args(prefix)
         assert stop.value.code == 2
+
+
+def test_runs_dir_defaults_to_the_environment_variable(monkeypatch, tmp_path):
+    """$TCNLM_RUNS_DIR is the default --runs-dir of train.run and evaluate.compare (long runs
+    kept outside a checkout); without it, ./runs; a given --runs-dir wins."""
+    from evaluate.compare import build_parser as compare_parser
+    from train.run import build_parser as train_parser
+
+    monkeypatch.delenv("TCNLM_RUNS_DIR", raising=False)
+    assert train_parser().parse_args([]).runs_dir == Path("runs")
+    monkeypatch.setenv("TCNLM_RUNS_DIR", str(tmp_path / "scratch_runs"))
+    for parser in (train_parser(), compare_parser()):
+        assert parser.parse_args([]).runs_dir == tmp_path / "scratch_runs"
+        assert parser.parse_args(["--runs-dir", "elsewhere"]).runs_dir == Path("elsewhere")
+        assert "scratch_runs" in parser.format_help()        # --help names the default

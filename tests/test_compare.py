@@ -1,5 +1,6 @@
 """``python -m evaluate.compare`` on tiny models: one table, reuse and resume of its runs."""
 import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -181,3 +182,64 @@ def test_bad_convergence_arguments_are_one_line_errors(tmp_path, capsys, argv, f
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, capfd):
+    """Each finished row's record goes to --record-dir and, with --commit-records, into its
+    own commit at once; in a clean clone of that repository, with no run directory at all,
+    the same command trains nothing and rebuilds the same table from the records."""
+    repo = tmp_path / "repo"
+    git("init", "-q", str(repo), cwd=tmp_path)
+    git("config", "user.email", "test@example.com", cwd=repo)
+    git("config", "user.name", "test", cwd=repo)
+    (repo / "README").write_text("x\n")
+    git("add", "README", cwd=repo)
+    git("commit", "-q", "-m", "start", cwd=repo)
+    (repo / "unrelated.txt").write_text("staged, not part of any record\n")
+    git("add", "unrelated.txt", cwd=repo)
+    record = repo / "results" / "cmp"
+    first = compare(tiny_args(tmp_path, "--record-dir", str(record), "--commit-records",
+                              "--ablations"))
+    subjects = git("log", "--format=%s", cwd=repo).splitlines()
+    assert [s.split(",")[0] for s in subjects[:2]] == ["results: cmp/tcnlm", "results: cmp/lstm"]
+    assert "unrelated.txt" not in git("show", "--name-only", "--format=", "HEAD", cwd=repo)
+    assert "unrelated.txt" in git("diff", "--cached", "--name-only", cwd=repo)   # still staged
+    committed = git("ls-files", cwd=repo).split()
+    for path in ("lstm/metrics.json", "lstm/config.json", "tcnlm/topics.txt",
+                 "tcnlm/coherence.json", "tcnlm/ablations.json", "compare.json",
+                 "comparison.md", "valid_curves.png"):
+        assert f"results/cmp/{path}" in committed
+    capfd.readouterr()
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
+    second = compare(tiny_args(tmp_path / "elsewhere", "--record-dir",
+                               str(clone / "results" / "cmp"), "--ablations"))
+    out = capfd.readouterr().out
+    assert out.count("counted as finished") == 2 and "training in" not in out
+    assert not (tmp_path / "elsewhere" / "runs" / "cmp" / "lstm").exists()
+    for row in ("lstm", "tcnlm"):
+        assert second[row]["test_perplexity"] == first[row]["test_perplexity"]
+        assert second[row]["epochs"] == first[row]["epochs"]
+    assert second["tcnlm"]["coherence"] == first["tcnlm"]["coherence"]
+    assert second["tcnlm"]["ablations"] == first["tcnlm"]["ablations"]
+    rebuilt = (clone / "results" / "cmp" / "comparison.md").read_text()
+    original = (record / "comparison.md").read_text()
+    assert "(no run directory here): lstm, tcnlm" in rebuilt
+    assert [line for line in rebuilt.splitlines() if line.startswith("| ")] == [
+        line for line in original.splitlines() if line.startswith("| ")]
+
+
+def test_commit_records_needs_a_record_dir_in_a_git_work_tree(tmp_path, capsys):
+    for extra, fragment in ((["--commit-records"], "needs --record-dir"),
+                            (["--commit-records", "--record-dir", str(tmp_path / "plain")],
+                             "is not inside a git work tree")):
+        with pytest.raises(SystemExit):
+            compare(tiny_args(tmp_path, *extra))
+        err = capsys.readouterr().err.strip()
+        assert fragment in err and "\n" not in err

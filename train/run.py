@@ -21,7 +21,7 @@ from typing import Any
 from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
                              SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
                              TrainConfig, apply_decoder_dropouts, apply_preset, default_cache_dir,
-                             default_data_dir)
+                             default_data_dir, default_runs_dir)
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, finite_float, int_list, models_with
@@ -205,8 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "place in it from $TF_CONFIG, the run directory on a shared filesystem "
                        "(default: mirrored)")
     run = parser.add_argument_group("run directory")
-    run.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                     help="where run directories are created (default: runs)")
+    run.add_argument("--runs-dir", type=Path, default=default_runs_dir(),
+                     help="where run directories are created (default: $TCNLM_RUNS_DIR or "
+                          f"./runs, now {default_runs_dir()})")
     run.add_argument("--run-name", help="run directory name "
                      "(default: <dataset>-<model>[-document|-stream])")
     run.add_argument("--resume", action="store_true",
