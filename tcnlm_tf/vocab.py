@@ -129,7 +129,8 @@ def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
     """Topic-model vocabulary: LM words minus stop words, the most frequent word types (the
     ``top_fraction`` most frequent of all types in ``counts``, ``top_among="types"``, or of
     the LM words, ``"lm_vocab"``), words in fewer than ``min_docs`` documents, tokens without
-    a letter and clitics; sorted by frequency."""
+    a letter and clitics; sorted by frequency (none but ``TOPIC_SPECIALS`` where no word
+    qualifies)."""
     if top_among not in TOP_AMONG:
         raise ValueError(f"top_among must be one of {TOP_AMONG}, got {top_among!r}")
     candidates = [w for w in lm_vocab.words if w not in LM_SPECIALS]
@@ -139,8 +140,6 @@ def build_topic_vocab(lm_vocab: Vocabulary, counts: collections.Counter,
     kept = [w for w in candidates
             if w not in stopwords and w not in too_frequent and doc_counts[w] >= min_docs
             and is_topic_word(w)]
-    if not kept:
-        raise UserError(
-            f"the topic-model vocabulary is empty: no non-stop-word is in at least {min_docs} "
-            "training documents; lower --topic-min-docs")
+    # may be empty (specials only): only the models that read topic words need any, and
+    # tcnlm_tf.models.build_model says so for them
     return Vocabulary(list(TOPIC_SPECIALS) + _by_frequency(counts, kept))

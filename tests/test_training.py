@@ -11,7 +11,7 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
-from tests.conftest import TINY, TINY_EPOCH
+from tests.conftest import TINY, TINY_EPOCH, run_flags
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -234,3 +234,18 @@ def test_lr_decay_start_keeps_the_rate_and_the_patience_of_earlier_epochs(
         got_stops.append(trainer._end_epoch())
         got_rates.append(float(trainer.learning_rate))
     assert got_rates == rates and got_stops == stops
+
+
+def test_a_corpus_without_topic_words_trains_the_lstm_and_stops_a_topic_model(tmp_path,
+                                                                                 capsys):
+    """With no word in --topic-min-docs documents the topic vocabulary is empty: the plain
+    LSTM, which never reads it, trains; a model that reads topic words gets one line."""
+    no_topics = ["--topic-min-docs", "100000"]
+    metrics = main(TINY_EPOCH + no_topics + run_flags(tmp_path, "lstm"))
+    assert metrics["test_perplexity"] > 1
+    with pytest.raises(SystemExit) as exit_info:
+        main(TINY + no_topics + ["--model", "tcnlm"] + run_flags(tmp_path, "tcnlm"))
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: the topic-model vocabulary is empty") and \
+        "--model tcnlm reads topic words (bow" in err and "lower --topic-min-docs" in err

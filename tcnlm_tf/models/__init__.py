@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING
 
 from tcnlm_tf.models.registry import MODELS, ModelSpec, Option, spec_of
 
+#: the context inputs made of topic-vocabulary ids (tcnlm_tf.pipeline): a model that reads
+#: one needs a topic vocabulary with words in it
+TOPIC_WORD_INPUTS = frozenset({"bow", "preceding"})
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -23,11 +27,20 @@ def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocab
     """A fresh, unbuilt model for ``config.model.model``, its layers under the dtype policy
     of ``config.train.precision`` (:mod:`tcnlm_tf.precision`); ``run_dir``: the run
     directory whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
+    from tcnlm_tf.errors import UserError
     from tcnlm_tf.precision import building
+    from tcnlm_tf.vocab import TOPIC_SPECIALS
 
+    model_class = spec_of(config.model.model).model_class()
+    reads = sorted(set(model_class.context_inputs) & TOPIC_WORD_INPUTS)
+    if reads and len(topic_vocab) <= len(TOPIC_SPECIALS):
+        raise UserError(
+            f"the topic-model vocabulary is empty: no non-stop-word is in at least "
+            f"{config.data.topic_min_docs} training documents, and --model "
+            f"{config.model.model} reads topic words ({', '.join(reads)}); lower "
+            "--topic-min-docs")
     with building(config.train.precision):
-        return spec_of(config.model.model).model_class().create(config, lm_vocab, topic_vocab,
-                                                                run_dir)
+        return model_class.create(config, lm_vocab, topic_vocab, run_dir)
 
 
 __all__ = ["MODELS", "ModelSpec", "Option", "build_model", "spec_of"]
