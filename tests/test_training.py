@@ -249,3 +249,19 @@ def test_a_corpus_without_topic_words_trains_the_lstm_and_stops_a_topic_model(tm
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: the topic-model vocabulary is empty") and \
         "--model tcnlm reads topic words (bow" in err and "lower --topic-min-docs" in err
+
+
+@pytest.mark.parametrize("cut", ["mid-epoch", "last-batch"])
+def test_a_resumed_epoch_reports_the_loss_of_all_its_batches(workdir, cut):
+    """An epoch stopped by --max-steps, in its middle or right after its last batch, and
+    resumed reports the training loss of all its batches, as the run that never stopped
+    (once: only the batches after the stop, or 0.0 and 0 tokens/s after the last batch)."""
+    flags = TINY_EPOCH + common(workdir)
+    whole = main(flags + ["--run-name", f"whole-{cut}"])
+    stop = whole["steps"] // 2 if cut == "mid-epoch" else whole["steps"]
+    assert main(flags + ["--run-name", cut, "--max-steps", str(stop)])["stopped"] == "max_steps"
+    resumed = main(flags + ["--run-name", cut, "--resume"])
+    assert resumed["steps"] == whole["steps"]
+    assert resumed["epochs"][0]["train_loss"] == pytest.approx(
+        whole["epochs"][0]["train_loss"], rel=1e-6)
+    assert resumed["epochs"][0]["tokens_per_sec"] > 0

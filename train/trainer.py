@@ -291,6 +291,8 @@ class Trainer:
         weights = {id(w) for w in self.model.weights}
         self._seed_states = [v for v in self.model.variables if id(v) not in weights]
         self._resumed: dict[str, np.ndarray] = {}   # what resume() found beside its checkpoint
+        #: the running epoch's [NLL sum, tokens, seconds] so far (zeros between epochs)
+        self._epoch_totals: Callable[[], np.ndarray] = lambda: np.zeros(3)
         self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
         self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
@@ -573,7 +575,13 @@ class Trainer:
         window = {"nll": 0.0, "tokens": 0.0, "start": time.perf_counter()}
         task_sums = {task.name: [0.0, 0.0] for task in self.tasks}   # loss, count: window
         task_epoch = {task.name: [0.0, 0.0] for task in self.tasks}
-        epoch_nll, epoch_tokens, epoch_start = 0.0, 0.0, time.perf_counter()
+        # a resumed epoch goes on from the sums its checkpoint saved (all zero for a fresh
+        # epoch, or a checkpoint of an earlier version), so its summary covers the whole epoch
+        epoch_nll, epoch_tokens, seconds_before = (
+            self._resumed.get("epoch_totals", np.zeros(3)) if skip else np.zeros(3)).tolist()
+        epoch_start = time.perf_counter() - seconds_before
+        self._epoch_totals = lambda: np.array(
+            [epoch_nll, epoch_tokens, time.perf_counter() - epoch_start])
         state = self._lane_state(self._resumed) if skip and self.uses_state else None
         shown = {}
         last_checkpoint = time.monotonic()
@@ -632,13 +640,15 @@ class Trainer:
     def _save_training(self, state=None) -> None:
         """A training checkpoint, with ``resume-state-<step>.npz`` beside it (written
         atomically first, removed with its checkpoint): the dropout layers' random-seed
-        states (Keras keeps them outside ``model.weights``) and, in document and stream
-        mode, the lanes' carried LSTM state ``state``. With both, a run resumed from any
+        states (Keras keeps them outside ``model.weights``), the running epoch's NLL sum,
+        tokens and seconds (so a resumed epoch reports all its batches) and, in document
+        and stream mode, the lanes' carried LSTM state ``state``. With both, a run resumed from any
         checkpoint ends at exactly the weights of one that never stopped (for models that
         draw no other random numbers; TCNLM's and Topic-RNN's posterior samples come from
         TensorFlow's op seeds, which restart with the process)."""
         if self.chief and not self.multi_worker:
             arrays = {f"seed_{i}": v.numpy() for i, v in enumerate(self._seed_states)}
+            arrays["epoch_totals"] = self._epoch_totals()  # the epoch's NLL, tokens, seconds
             if state is not None:
                 arrays.update({f"lane_{i}": np.concatenate(
                     [t.numpy() for t in self.strategy.experimental_local_results(value)])
