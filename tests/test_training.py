@@ -265,3 +265,15 @@ def test_a_resumed_epoch_reports_the_loss_of_all_its_batches(workdir, cut):
     assert resumed["epochs"][0]["train_loss"] == pytest.approx(
         whole["epochs"][0]["train_loss"], rel=1e-6)
     assert resumed["epochs"][0]["tokens_per_sec"] > 0
+
+
+def test_a_run_shorter_than_log_every_still_logs_its_training_scalars(workdir):
+    """TINY logs every 100 steps and stops after 3: the last, partial window is logged at
+    the stop (once, nothing)."""
+    main(TINY + common(workdir) + ["--run-name", "short-log"])
+    acc = event_accumulator.EventAccumulator(
+        str(workdir / "runs" / "short-log" / "tensorboard"),
+        size_guidance={event_accumulator.TENSORS: 0})
+    acc.Reload()
+    assert [e.step for e in acc.Tensors("train/loss")] == [3]
+    assert float(tf.make_ndarray(acc.Tensors("train/loss")[0].tensor_proto)) > 0

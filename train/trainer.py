@@ -621,11 +621,14 @@ class Trainer:
             if step % train.log_every == 0:
                 self._log_train_window(step, window, sums, task_sums)
             if train.max_steps is not None and step >= train.max_steps:
+                self._log_partial_window(window, sums, task_sums)
                 self._save_training(state)
                 return False
             if float(sums["due"]) > 0:
                 self._save_training(state)
                 last_checkpoint = time.monotonic()
+        if window["tokens"]:
+            self._log_partial_window(window, sums, task_sums)
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
                               "seconds": elapsed, "tokens_per_sec": epoch_tokens / elapsed,
@@ -717,6 +720,15 @@ class Trainer:
                     tf.summary.scalar(f"train/{name}_loss", totals[0] / totals[1])
                 totals[:] = [0.0, 0.0]
         window.update(nll=0.0, tokens=0.0, start=time.perf_counter())
+
+    def _log_partial_window(self, window: dict, sums: dict,
+                            task_sums: dict[str, list[float]]) -> None:
+        """The ``train/*`` scalars of the steps since the last ``--log-every`` point, at the
+        end of an epoch or of training, so that no step goes unlogged (a run shorter than
+        ``--log-every`` steps had none)."""
+        if window["tokens"]:
+            self._log_train_window(self.step, window, sums, task_sums)
+            self.writer.flush()
 
     def _end_epoch(self) -> bool:
         """Validate, decay/early-stop, checkpoint; True when training should stop."""
