@@ -46,6 +46,22 @@ def model_checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(model=variable_map(model.weights), **extra)
 
 
+def shape_mismatches(prefix: str, model: keras.Model) -> list[str]:
+    """The weights of ``model`` whose shape differs from the one saved in the checkpoint
+    ``prefix`` (written by :func:`model_checkpoint`), as ``"<key>: saved [..], built [..]"``;
+    empty when they all fit or the checkpoint cannot be read (restoring then says why)."""
+    try:
+        saved = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    except (tf.errors.OpError, ValueError):
+        return []
+    mismatches = []
+    for key, variable in variable_map(model.weights).items():
+        shape = saved.get(f"model/{key.replace('.', '..')}/.ATTRIBUTES/VARIABLE_VALUE")
+        if shape is not None and list(shape) != list(variable.shape):
+            mismatches.append(f"{key}: saved {list(shape)}, built {list(variable.shape)}")
+    return mismatches
+
+
 #: what restoring a damaged checkpoint raises: TensorFlow's checksum and read errors, a
 #: truncated file's short read, a mismatched or incomplete object graph
 READ_ERRORS = (tf.errors.OpError, ValueError, AssertionError, IndexError, KeyError)

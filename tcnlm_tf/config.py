@@ -89,6 +89,28 @@ def default_runs_dir() -> Path:
     return Path(os.environ.get(RUNS_DIR_ENV, "runs"))
 
 
+def _check_types(name: str, section: type, given: dict[str, Any]) -> None:
+    """``ValueError`` for a value of ``given`` whose type is not that of its field's default
+    (for the fields with a bool, int, float or str default; an int may stand for a float)."""
+    for field in dataclasses.fields(section):
+        if field.name not in given or field.default is dataclasses.MISSING:
+            continue
+        default, value = field.default, given[field.name]
+        if isinstance(default, bool):
+            fits = isinstance(value, bool)
+        elif isinstance(default, int):
+            fits = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, str):
+            fits = isinstance(value, str)
+        else:
+            continue
+        if not fits:
+            raise ValueError(f"{name}.{field.name} should be of type {type(default).__name__}, "
+                             f"got {value!r}")
+
+
 @dataclasses.dataclass
 class DataConfig:
     """Which corpus and how to turn it into examples (Wang et al. 2018 §5 preprocessing)."""
@@ -199,6 +221,7 @@ class RunConfig:
             if unknown:
                 raise UserError(f"config.json has unknown {name} settings {sorted(unknown)}: "
                                 "it was written by another version of tcnlm-tf")
+            _check_types(name, section, given)
             values[name] = section(**given)
         return cls(**values)
 
@@ -213,7 +236,25 @@ class RunConfig:
         if not path.is_file():
             raise UserError(f"no run configuration at {path}: is this a run directory "
                             "made by `python -m train.run`?")
-        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        damaged = (f"{path} is damaged (%s): restore it from a copy; the weights do not "
+                   "depend on it, but the model is rebuilt from it")
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as error:
+            raise UserError(damaged % f"not UTF-8 text: {error.reason} at byte "
+                                      f"{error.start}") from None
+        except json.JSONDecodeError as error:
+            raise UserError(damaged % f"not JSON: {error.msg} at line {error.lineno}, "
+                                      f"column {error.colno}") from None
+        sections = ("data", "model", "train")
+        if not isinstance(raw, dict) or not all(isinstance(raw.get(s, {}), dict)
+                                                for s in sections):
+            raise UserError(damaged % "expected an object with the objects "
+                                      f"{', '.join(sections)}")
+        try:
+            return cls.from_dict(raw)
+        except (TypeError, ValueError, KeyError) as error:
+            raise UserError(damaged % f"{type(error).__name__}: {error}") from None
 
     def validate_for_vocabulary(self, lm_vocab_size: int) -> None:
         """Reject settings that do not fit the corpus's LM vocabulary (known once it is

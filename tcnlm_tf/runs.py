@@ -14,7 +14,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import checkpoint_paths, model_checkpoint, restore_newest_readable
+from tcnlm_tf.checkpoints import (checkpoint_paths, model_checkpoint, restore_newest_readable,
+                                  shape_mismatches)
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.data import SplitArrays, encode_split
@@ -58,16 +59,42 @@ def load_run(directory: Path | str, precision: str | None = None) -> Run:
         raise UserError(f"run directory {directory} not found: pass --run runs/<name> as "
                         "created by `python -m train.run`")
     config = RunConfig.load(directory / "config.json")
-    lm_vocab = Vocabulary.load(directory / "lm_vocab.txt", unk=UNK)
-    topic_vocab = Vocabulary.load(directory / "topic_vocab.txt")
-    if not (checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")):
+    lm_vocab = load_run_vocabulary(directory, "lm_vocab.txt", unk=UNK)
+    topic_vocab = load_run_vocabulary(directory, "topic_vocab.txt")
+    newest = checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")
+    if not newest:
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
     if precision is not None:
         config.train.precision = precision
     model = build_model(config, lm_vocab, topic_vocab, directory)
     model(_dummy_batch(config, model))
+    mismatches = shape_mismatches(newest[0], model)
+    if mismatches:
+        raise UserError(
+            f"{directory}'s files do not fit its weights: {mismatches[0]} ({len(mismatches)} "
+            f"weight(s) differ; lm_vocab.txt has {len(lm_vocab)} words, topic_vocab.txt "
+            f"{len(topic_vocab)}): one of these files or config.json was changed after "
+            "training; restore it (the weights are intact)")
     return Run(directory, config, lm_vocab, topic_vocab, model, _restore(model, directory))
+
+
+def load_run_vocabulary(directory: Path, name: str, unk: str | None = None) -> Vocabulary:
+    """The vocabulary file ``name`` of a run directory, or a :class:`UserError` naming it
+    (missing, not UTF-8, a word twice)."""
+    path = directory / name
+    if not path.is_file():
+        raise UserError(f"{path} is missing: the run's weights index its words; restore it "
+                        f"(train.run writes it at the start of a run)")
+    try:
+        return Vocabulary.load(path, unk=unk)
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path} is damaged: not UTF-8 text ({error.reason} at byte "
+                        f"{error.start}); restore it") from None
+    except KeyError:
+        raise UserError(f"{path} is damaged: it has no {unk} line; restore it") from None
+    except ValueError as error:
+        raise UserError(f"{path} is damaged ({error}); restore it") from None
 
 
 def _restore(model: LanguageModel, directory: Path) -> str:

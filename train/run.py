@@ -329,9 +329,16 @@ def _check_vocabularies(run_dir: Path, corpus) -> None:
     for name, vocab in (("lm_vocab.txt", corpus.lm_vocab), ("topic_vocab.txt", corpus.topic_vocab)):
         path = run_dir / name
         saved = path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
+        if saved is None:
+            raise UserError(f"cannot resume {run_dir}: its {name} is missing; the corpus "
+                            f"builds it again ({len(vocab)} words): restore it from a copy, "
+                            "or start a new run")
         if saved != list(vocab.words):
-            raise UserError(f"cannot resume {run_dir}: its {name} is missing or differs from the "
-                            "vocabulary this corpus and tcnlm-tf version build; start a new run")
+            raise UserError(f"cannot resume {run_dir}: its {name} ({len(saved)} words) "
+                            f"differs from the vocabulary this corpus and tcnlm-tf version "
+                            f"build ({len(vocab)} words): if the file was edited or "
+                            "truncated, restore it; if the data or the vocabulary rules "
+                            "changed, start a new run")
 
 
 @exit_on_user_error
