@@ -81,6 +81,8 @@ def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
         default_value=default)
 
 
+#: the most sentences one ``generate`` request of a model without topics may ask for
+MAX_GENERATED_SENTENCES = 10_000
 #: how far a row of ``generate``'s topics may sum from 1 (float32 sums of T proportions)
 TOPIC_SUM_TOLERANCE = 1e-3
 
@@ -97,6 +99,38 @@ def checked_topics(topics: tf.Tensor) -> tf.Tensor:
                 tf.abs(tf.reduce_sum(topics, axis=-1) - 1.0), TOPIC_SUM_TOLERANCE,
                 message="generate: each row of topics must sum to 1")]):
         return tf.identity(topics)
+
+
+def same_length(signature: str, name: str, values: tf.Tensor, documents: tf.Tensor
+                ) -> tuple[tf.Tensor, tf.Tensor]:
+    """``values`` [B] and ``documents`` [B] unchanged if they have the same length;
+    otherwise an ``InvalidArgument`` error naming both (one document, or "", per row:
+    a shorter list was broadcast or failed in a reshape)."""
+    with tf.control_dependencies([tf.debugging.assert_equal(
+            tf.size(values), tf.size(documents),
+            message=f"{signature}: {name} and documents must have the same length (one "
+                    f"document, or \"\" for none, per entry of {name})")]):
+        return tf.identity(values), tf.identity(documents)
+
+
+def checked_generation(temperature: tf.Tensor, num_sentences: tf.Tensor | None = None
+                       ) -> tuple[tf.Tensor, tf.Tensor | None]:
+    """``temperature`` (and ``num_sentences``) unchanged if finite (and in
+    [0, :data:`MAX_GENERATED_SENTENCES`]); otherwise an ``InvalidArgument`` error naming
+    the input."""
+    checks = [tf.debugging.assert_all_finite(
+        temperature, message="generate: temperature must be a finite number (<= 0: the most "
+                             "probable word at each step)")]
+    if num_sentences is not None:
+        checks += [tf.debugging.assert_non_negative(
+                       num_sentences, message="generate: num_sentences must be >= 0"),
+                   tf.debugging.assert_less_equal(
+                       num_sentences, MAX_GENERATED_SENTENCES,
+                       message=f"generate: num_sentences must be at most "
+                               f"{MAX_GENERATED_SENTENCES} per request")]
+    with tf.control_dependencies(checks):
+        return (tf.identity(temperature),
+                None if num_sentences is None else tf.identity(num_sentences))
 
 
 class _ModelHolder:
@@ -158,20 +192,20 @@ class ServingModule(tf.Module):
             self.generate = tf.function(
                 lambda topics, seed, temperature: self._generate(
                     self.model.topic_context(checked_topics(topics)), tf.shape(topics)[0],
-                    seed, temperature),
+                    seed, checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                 name="topics"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
             self.generate_from_document = tf.function(
                 lambda documents, seed, temperature: self._generate(
-                    self._context(documents), tf.shape(documents)[0], seed, temperature),
+                    self._context(documents), tf.shape(documents)[0], seed,
+                    checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
         else:
             self.generate = tf.function(
-                lambda num_sentences, seed, temperature: self._generate(
-                    self._context(tf.fill([num_sentences], "")), num_sentences, seed,
-                    temperature),
+                lambda num_sentences, seed, temperature: self._generate_without_topics(
+                    num_sentences, seed, temperature),
                 input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
 
@@ -293,6 +327,7 @@ class ServingModule(tf.Module):
         return hidden[:, :length]
 
     def _score(self, sentences: tf.Tensor, documents: tf.Tensor) -> dict[str, tf.Tensor]:
+        sentences, documents = same_length("score", "sentences", sentences, documents)
         stream, prefix_length = self._streams(sentences, documents, end=True)
         inputs = stream[:, :-1].to_tensor(default_value=PAD_ID)
         targets = stream[:, 1:].to_tensor(default_value=PAD_ID)
@@ -300,7 +335,7 @@ class ServingModule(tf.Module):
         log_probs = self.model.target_log_prob(self._hidden(inputs, context), targets, context)
         # the sentence's targets start after the prefix: its words, then <eos> (if read)
         num_tokens = tf.cast(stream.row_lengths(), tf.int32) - 1 - prefix_length
-        width = tf.reduce_max(num_tokens)
+        width = tf.reduce_max(tf.concat([num_tokens, [0]], 0))     # 0 for an empty batch
         positions = prefix_length[:, None] + tf.range(width)[None, :]
         valid = tf.range(width)[None, :] < num_tokens[:, None]
         positions = tf.where(valid, positions, 0)
@@ -332,6 +367,7 @@ class ServingModule(tf.Module):
         ``<pad>`` is never returned, so with k at the vocabulary size the probabilities sum
         to 1 - P(<pad>) (about 1e-6 for a trained model, which never sees <pad> as a
         target)."""
+        context, documents = same_length("next_words", "context", context, documents)
         log_p = self.next_word_log_probs(context, documents)
         log_p = tf.where(tf.range(self.vocab_size) == PAD_ID, -float("inf"), log_p)
         tf.debugging.assert_positive(k, message="next_words: k must be >= 1")
@@ -339,6 +375,13 @@ class ServingModule(tf.Module):
         best = tf.math.top_k(log_p, k=k)
         return {"words": tf.gather(self.lm_words, best.indices),
                 "probabilities": tf.exp(best.values)}
+
+    def _generate_without_topics(self, num_sentences: tf.Tensor, seed: tf.Tensor,
+                                 temperature: tf.Tensor) -> dict[str, tf.Tensor]:
+        """``generate`` of a model without topics: ``num_sentences`` sentences."""
+        temperature, num_sentences = checked_generation(temperature, num_sentences)
+        return self._generate(self._context(tf.fill([num_sentences], "")), num_sentences,
+                              seed, temperature)
 
     def _generate(self, context: Context, batch: tf.Tensor, seed: tf.Tensor,
                   temperature: tf.Tensor) -> dict[str, tf.Tensor]:

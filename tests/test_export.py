@@ -234,3 +234,46 @@ def test_exported_signatures_reject_invalid_inputs(exports):
     every = next_words(context=context, documents=documents, k=tf.constant(10 ** 6))
     assert sorted(w.decode() for w in every["words"].numpy()[0]) == sorted(words[1:])  # no <pad>
     assert np.all(np.diff(every["probabilities"].numpy()[0]) <= 0)
+
+
+@pytest.mark.parametrize("name", ["lstm", "tcnlm"])
+def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name):
+    """score and next_words refuse a documents list of another length than their first
+    input (it was broadcast, or failed in a reshape), naming both; every signature answers
+    an empty batch with empty outputs; generate names a non-finite temperature and a bad
+    number of sentences."""
+    _, out = exports
+    signatures = tf.saved_model.load(str(out[name][1])).signatures
+    empty = tf.constant([], tf.string)
+    for sentences, documents in ((["a b", "c"], [""]), (["a b"], ["", ""])):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="score: sentences and documents must have the same length"):
+            signatures["score"](sentences=tf.constant(sentences),
+                                documents=tf.constant(documents))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="next_words: context and documents must have the same length"):
+        signatures["next_words"](context=tf.constant(["a", "b"]), documents=tf.constant([""]),
+                                 k=tf.constant(3))
+    scored = signatures["score"](sentences=empty, documents=empty)
+    assert scored["perplexity"].shape == [0] and scored["token_log_probs"].shape[0] == 0
+    assert signatures["next_words"](context=empty, documents=empty,
+                                    k=tf.constant(3))["words"].shape == [0, 3]
+    seed = tf.constant(0, tf.int64)
+    if name == "tcnlm":
+        num_topics = signatures["generate"].structured_input_signature[1]["topics"].shape[1]
+        one = {"topics": tf.one_hot([0], num_topics)}
+        assert signatures["generate"](topics=tf.zeros([0, num_topics]), seed=seed,
+                                      temperature=tf.constant(1.0))["sentences"].shape == [0]
+        assert signatures["infer_topics"](documents=empty)["topics"].shape == [0, num_topics]
+    else:
+        one = {"num_sentences": tf.constant(1)}
+        assert signatures["generate"](num_sentences=tf.constant(0), seed=seed,
+                                      temperature=tf.constant(1.0))["sentences"].shape == [0]
+        for bad, text in ((-1, "num_sentences must be >= 0"), (2 ** 31 - 1, "at most")):
+            with pytest.raises(tf.errors.InvalidArgumentError, match=text):
+                signatures["generate"](num_sentences=tf.constant(bad), seed=seed,
+                                       temperature=tf.constant(1.0))
+    for temperature in (float("nan"), float("inf")):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="generate: temperature must be a finite number"):
+            signatures["generate"](**one, seed=seed, temperature=tf.constant(temperature))
