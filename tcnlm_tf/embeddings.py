@@ -14,7 +14,6 @@ rows for the requested words are kept, so a 3.6 GB Google News file needs little
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
@@ -151,12 +150,18 @@ def _parse_header(f: BinaryIO, path: Path | str) -> tuple[int, int]:
 
 
 def _looks_like_text(line: bytes) -> bool:
-    """Whether a record line is text: UTF-8, a word and at least one number."""
+    """Whether a record line is text: UTF-8, a word and at least one number (``nan`` and
+    ``inf`` included: they make the record invalid, not the file binary)."""
     try:
         fields = line.decode("utf-8").split()
-        return len(fields) >= 2 and all(math.isfinite(float(v)) for v in fields[1:])
+        return len(fields) >= 2 and all(float(v) is not None for v in fields[1:])
     except (UnicodeDecodeError, ValueError):
         return False
+
+
+def _not_finite(path: Path | str, where: str) -> UserError:
+    return UserError(f"{where} of {path} holds a value that is not finite (nan or inf): "
+                     "fix or re-export the file")
 
 
 def _truncated(path: Path | str, record: int, count: int) -> UserError:
@@ -185,6 +190,8 @@ def _text_records(f: BinaryIO, path: Path | str, count: int, dim: int,
         except ValueError:
             raise UserError(f"record {record} (line {record + 1}) of {path} has a value "
                             f"that is not a number: fix or re-export the file") from None
+        if not np.all(np.isfinite(vector)):
+            raise _not_finite(path, f"record {record} (line {record + 1})")
         yield word, vector
 
 
@@ -233,4 +240,6 @@ def _binary_records(f: BinaryIO, path: Path | str, count: int, dim: int,
             raise UserError(f"record {record} of {path} holds values that are not word-vector "
                             f"numbers (not finite or > {_MAX_ABS_VALUE:g}): the file is corrupt "
                             f"or not a word2vec file ({_FORMAT_HINT})")
+        if not np.all(np.isfinite(vector)):
+            raise _not_finite(path, f"record {record}")
         yield word, vector if wanted(word) else None

@@ -170,6 +170,22 @@ def test_short_text_row_later_in_file_is_reported(tmp_path):
         load_vectors(path, ["nowhere"], DIM)
 
 
+@pytest.mark.parametrize("writer", [write_text, write_binary])
+@pytest.mark.parametrize("record, value", [(1, float("nan")), (4, float("inf")),
+                                           (4, float("-inf"))])
+def test_a_vector_that_is_not_finite_is_refused_naming_its_record(tmp_path, writer, record,
+                                                                  value):
+    """A text file with nan in it is text (it was read as binary, every vector garbage), and
+    a record that is not finite, in either format, first or later, is one error naming it."""
+    vectors = {word: list(values) for word, values in VECTORS.items()}
+    vectors[list(VECTORS)[record - 1]][2] = value
+    path = writer(tmp_path / "v.w2v", vectors=vectors)
+    if writer is write_text and record > 3:
+        assert read_header(path)[2] == "text"          # the first 3 records are finite
+    with pytest.raises(UserError, match=f"record {record}.*not finite"):
+        read_vectors(path, list(VECTORS), DIM)
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="not found: .*nope.bin"):
         read_header(tmp_path / "nope.bin")
