@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     from tcnlm_tf.runs import load_run, require_topic_model
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.coherence")
     path = args.reference or split_file(run, "train")
     summary = coherence(run, read_documents(path), args.window)

@@ -11,13 +11,20 @@ from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file  # no
 from tcnlm_tf.errors import UserError  # noqa: E402
 
 
-def parser(prog: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
-    """An argument parser with the ``--run`` every evaluator takes."""
+def parser(prog: str, description: str, epilog: str = "",
+           corpus: bool = True) -> argparse.ArgumentParser:
+    """An argument parser with the ``--run`` every evaluator takes, and with ``corpus`` the
+    ``--data-dir`` of those that rebuild the run (:func:`tcnlm_tf.runs.load_run`)."""
     p = argparse.ArgumentParser(prog=f"python -m evaluate.{prog}", description=description,
                                 epilog=epilog, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True,
                    help="run directory made by `python -m train.run` (runs/<name>)")
+    if corpus:
+        p.add_argument("--data-dir", type=Path, default=None,
+                       help="where the run's corpus is now, "
+                            "DIR/<dataset>/{train,valid,test}.txt, if it moved (default: "
+                            "where the run was trained from, else $TCNLM_DATA_DIR)")
     return p
 
 

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     from tcnlm_tf.models.base import has_topics
     from tcnlm_tf.runs import load_run
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     topic_model = has_topics(run.model)
     if topic_model and args.topic is None and args.mixture is None:
         raise UserError(f"{run.directory} is a topic model: give --topic I or --mixture I:W,...")

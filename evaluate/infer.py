@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
     from tcnlm_tf.evaluation import document_topics
     from tcnlm_tf.runs import load_run, require_topic_model
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.infer")
     path = Path(args.text_file) if args.text_file else split_file(run, "test")
     documents = read_documents(path)

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> dict:
     from tcnlm_tf.metrics import perplexity
     from tcnlm_tf.runs import load_run
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     path = args.text_file or split_file(run, "test")
     nll, tokens = corpus_nll(run, read_documents(path), args.batch_size,
                              split=None if args.text_file else "test", topics=args.topics)

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> dict:
     from tcnlm_tf.recovery import topic_recovery
     from tcnlm_tf.runs import load_run, require_topic_model
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.recovery")
     if run.config.data.dataset != "synthetic":
         raise UserError(f"{run.directory} was trained on {run.config.data.dataset}: topic "

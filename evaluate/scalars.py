@@ -39,7 +39,7 @@ def epoch_means(run_dir, tag: str) -> list[float]:
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> list[float]:
-    p = parser("scalars", __doc__.split(": ", 1)[1].split("\n\n")[0])
+    p = parser("scalars", __doc__.split(": ", 1)[1].split("\n\n")[0], corpus=False)
     p.add_argument("--tag", required=True, help="the scalar, e.g. train/topic_rnn_kl")
     p.add_argument("--json", action="store_true", help="also print the means as JSON")
     args = p.parse_args(argv)

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tcnlm_tf.decoders import knowledge_base_path
     from tcnlm_tf.runs import load_run
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     path = knowledge_base_path(run.directory)
     if run.config.model.decoder != "sdlm" or not path.is_file():
         raise UserError(f"{run.directory} is not an SDLM-decoded run (--decoder "

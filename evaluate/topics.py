@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     import tensorflow as tf
     from tcnlm_tf.runs import load_run, require_topic_model
 
-    run = load_run(args.run)
+    run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.topics")
     topics = top_words(run, args.top_n)
     lines = [f"topic {k}: {' '.join(words)}" for k, words in enumerate(topics)]

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from tcnlm_tf import synthetic
-from tcnlm_tf.config import DataConfig, default_cache_dir
+from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
 from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
@@ -104,6 +104,23 @@ def source_dir(config: DataConfig, cache_dir: Path | None = None) -> Path:
                 f"get it from {CORPUS_SOURCES[config.dataset]} and pass --data-dir DIR "
                 f"(or set TCNLM_DATA_DIR) so that DIR/{config.dataset}/{split}.txt exists")
     return directory
+
+
+def corpus_location(config: DataConfig, given: str | Path | None = None) -> str:
+    """Where a run's corpus is now: ``given`` (a ``--data-dir`` of this command, resolved),
+    else the run's own ``data_dir`` when it holds the corpus, else ``$TCNLM_DATA_DIR`` when
+    that does, else the run's own (whose absence :func:`source_dir` then reports). Runs
+    store their ``data_dir`` absolute; those of earlier versions stored it as given, which
+    resolves against the working directory."""
+    if given is not None:
+        return str(Path(given).expanduser().resolve())
+    if config.dataset == "synthetic":
+        return config.data_dir
+    holds = lambda d: (Path(d) / config.dataset / "train.txt").is_file()   # noqa: E731
+    environment = os.environ.get(DATA_DIR_ENV)
+    if not holds(config.data_dir) and environment and holds(environment):
+        return str(Path(environment).resolve())
+    return config.data_dir
 
 
 def _digest(data: bytes) -> str:

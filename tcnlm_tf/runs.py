@@ -18,7 +18,7 @@ from tcnlm_tf.checkpoints import (checkpoint_paths, model_checkpoint, restore_ne
                                   shape_mismatches)
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.corpus import Document
-from tcnlm_tf.data import SplitArrays, encode_split
+from tcnlm_tf.data import SplitArrays, corpus_location, encode_split
 from tcnlm_tf.errors import UserError
 from tcnlm_tf import pipeline
 from tcnlm_tf.models import build_model
@@ -49,16 +49,20 @@ def _dummy_batch(config: RunConfig, model: LanguageModel) -> dict[str, tf.Tensor
     return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 
-def load_run(directory: Path | str, precision: str | None = None) -> Run:
+def load_run(directory: Path | str, precision: str | None = None,
+             data_dir: Path | str | None = None) -> Run:
     """Rebuild the model of ``directory`` and restore its best (else latest) weights; its
     layers under ``precision`` (:mod:`tcnlm_tf.precision`; None: the precision the run
     trained in, so evaluations repeat the training's numbers). The weights are float32
-    under every precision."""
+    under every precision. ``data_dir``: where the run's corpus is now, if it moved
+    (:func:`tcnlm_tf.data.corpus_location`; ``run.config.data.data_dir`` says where it was
+    found)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"run directory {directory} not found: pass --run runs/<name> as "
                         "created by `python -m train.run`")
     config = RunConfig.load(directory / "config.json")
+    config.data.data_dir = corpus_location(config.data, data_dir)
     lm_vocab = load_run_vocabulary(directory, "lm_vocab.txt", unk=UNK)
     topic_vocab = load_run_vocabulary(directory, "topic_vocab.txt")
     newest = checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")

@@ -22,7 +22,7 @@ from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPT
                              SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
                              TrainConfig, apply_decoder_dropouts, apply_preset, default_cache_dir,
                              default_data_dir, default_runs_dir)
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data import corpus_location, load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, finite_float, int_list, models_with
 from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, warn_if_slow
@@ -33,6 +33,8 @@ from tcnlm_tf.vocab import TOP_AMONG
 #: to continue after a non-finite loss); all others are fixed
 RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes",
              "keep_checkpoints", "learning_rate", "precision"}
+#: data settings that are file locations: stored absolute, compared as files on --resume
+PATH_SETTINGS = ("data_dir", "stopwords")
 #: corpora in Chinese, for which only a HowNet knowledge base makes sense
 CHINESE_DATASETS = ("peoples_daily",)
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
@@ -243,6 +245,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         config.data.synthetic = dict(args.synthetic)
     if "topic_min_docs" not in explicit:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
+    # stored absolute: the run is evaluated and resumed from other working directories
+    for name in PATH_SETTINGS:
+        setattr(config.data, name, resolved(getattr(config.data, name)))
     apply_preset(config.model, set(explicit))
     apply_decoder_dropouts(config.model, set(explicit))
     if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
@@ -268,17 +273,32 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     # repeating the run's own command with --resume is fine; changing a fixed setting is not
     if args.synthetic:
         explicit["synthetic"] = dict(args.synthetic)
-    fixed = sorted(n for n in set(explicit) - RESUMABLE if explicit[n] != saved[n])
+
+    def same(name: str) -> bool:
+        if name in PATH_SETTINGS:
+            return resolved(explicit[name]) == resolved(saved[name])
+        return explicit[name] == saved[name]
+
+    fixed = sorted(n for n in set(explicit) - RESUMABLE - {"data_dir"} if not same(n))
     if fixed:
         names = ", ".join("--" + n.replace("_", "-") for n in fixed)
         allowed = ", ".join("--" + n.replace("_", "-") for n in sorted(RESUMABLE))
         raise UserError(f"{names} cannot change when resuming {run_dir} (its config.json "
-                        f"fixes them); only {allowed} can")
+                        f"fixes them); only {allowed} and --data-dir (the corpus's new "
+                        "location) can")
     for name in RESUMABLE & explicit.keys():
         setattr(config.train, name, explicit[name])
     # --max-steps bounds one invocation: a saved value does not stop the resumed one.
     config.train.max_steps = explicit.get("max_steps")
+    # the corpus may have moved: a new --data-dir (or $TCNLM_DATA_DIR) is taken, and the
+    # vocabulary check (_check_vocabularies) refuses data that builds other vocabularies
+    config.data.data_dir = corpus_location(config.data, explicit.get("data_dir"))
     return config
+
+
+def resolved(path: str | None) -> str | None:
+    """``path`` absolute (None stays None)."""
+    return None if path is None else str(Path(path).expanduser().resolve())
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
