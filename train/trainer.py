@@ -437,16 +437,22 @@ class Trainer:
         if self.multi_worker:
             self._barrier()
 
-    def save(self, manager: tf.train.CheckpointManager) -> None:
-        """Every worker saves (saving may involve collectives); a worker other than the chief
-        saves to its scratch directory and deletes it again (TensorFlow's multi-worker
-        recipe). Weights that are not all finite are never saved: training stops with
-        :class:`NonFiniteLoss`, and the newest checkpoint stays the last good state."""
+    def check_weights(self) -> None:
+        """:class:`NonFiniteLoss` naming the first weight that is not all finite: such
+        weights are never saved, and the newest checkpoint stays the last good state."""
         bad = next((v.path for v in self.model.weights
                     if not bool(tf.reduce_all(tf.math.is_finite(v)))), None)
         if bad is not None:
             raise NonFiniteLoss(self.step, {"weights": bad}, tf.train.latest_checkpoint(
                 str(self.files_dir / "checkpoints")))
+
+    def save(self, manager: tf.train.CheckpointManager, checked: bool = False) -> None:
+        """Every worker saves (saving may involve collectives); a worker other than the chief
+        saves to its scratch directory and deletes it again (TensorFlow's multi-worker
+        recipe). Weights that are not all finite are never saved (:meth:`check_weights`,
+        unless the caller just did: ``checked``)."""
+        if not checked:
+            self.check_weights()
         try:
             manager.save(checkpoint_number=self.step)
         except tf.errors.OpError as error:     # a full disk, a lost mount, permissions
@@ -649,6 +655,7 @@ class Trainer:
         checkpoint ends at exactly the weights of one that never stopped (for models that
         draw no other random numbers; TCNLM's and Topic-RNN's posterior samples come from
         TensorFlow's op seeds, which restart with the process)."""
+        self.check_weights()            # before anything of this checkpoint is written
         if self.chief and not self.multi_worker:
             arrays = {f"seed_{i}": v.numpy() for i, v in enumerate(self._seed_states)}
             arrays["epoch_totals"] = self._epoch_totals()  # the epoch's NLL, tokens, seconds
@@ -657,7 +664,7 @@ class Trainer:
                     [t.numpy() for t in self.strategy.experimental_local_results(value)])
                     for i, value in enumerate(tf.nest.flatten(state))})
             atomic_write(self._resume_state_path(self.step), lambda f: np.savez(f, **arrays))
-        self.save(self.manager)
+        self.save(self.manager, checked=True)
         if self.chief:
             kept = {Path(prefix).name.rsplit("-", 1)[-1] for prefix in self.manager.checkpoints}
             for path in (self.files_dir / "checkpoints").glob("resume-state-*.npz"):
