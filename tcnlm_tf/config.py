@@ -59,6 +59,8 @@ MAX_GENERATED_WORDS = 40
 DATA_DIR_ENV = "TCNLM_DATA_DIR"
 CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
 RUNS_DIR_ENV = "TCNLM_RUNS_DIR"
+#: the largest integer setting (a size, count or step): TensorFlow's int32 shapes
+MAX_INTEGER = 2 ** 31 - 1
 
 #: settings added since runs were first saved, with the value that a config.json without
 #: them was trained with (where it is not the new default): a reloaded run keeps its own
@@ -265,6 +267,18 @@ class RunConfig:
                             f"below the LM vocabulary size {lm_vocab_size}; give smaller ones "
                             "or leave --cutoffs out to choose them from the vocabulary")
 
+    def _integers(self):
+        """``(name, value)`` of every integer setting, model options and lists included."""
+        sections = [dataclasses.asdict(self.data), dataclasses.asdict(self.model),
+                    dataclasses.asdict(self.train), self.model.options]
+        for section in sections:
+            for name, value in section.items():
+                values = value if isinstance(value, (list, tuple)) else [value]
+                for item in values:
+                    if isinstance(item, int) and not isinstance(item, bool) \
+                            and name != "seed":           # seed: NumPy's range, checked above
+                        yield name, item
+
     def validate(self) -> None:
         """Reject invalid settings and flag combinations before any work starts."""
         d, m, t = self.data, self.model, self.train
@@ -279,6 +293,10 @@ class RunConfig:
             (d.min_freq >= 1, "--min-freq must be >= 1"),
             (d.seq_len >= 2, "--seq-len must be >= 2"),
             (d.max_bow >= 1, "--max-bow must be >= 1"),
+            (d.topic_min_docs >= 1,
+             "--topic-min-docs must be >= 1 (training documents a topic word appears in)"),
+            (d.max_doc_tokens >= 1, "--max-doc-tokens must be >= 1 (longer documents are "
+                                    "skipped)"),
             (d.context in CONTEXTS, f"unknown --context {d.context!r}; choose one of {CONTEXTS}"),
             (d.line_end in LINE_ENDS,
              f"unknown --line-end {d.line_end!r}; choose one of {LINE_ENDS}"),
@@ -304,6 +322,8 @@ class RunConfig:
             (0 <= t.seed < 2 ** 32, "--seed must be in [0, 2^32) (NumPy's seed range)"),
             (t.log_every >= 1, "--log-every must be >= 1 (steps between TensorBoard scalars)"),
             (t.epochs >= 1, "--epochs must be >= 1"),
+            (t.patience >= 1, "--patience must be >= 1 (epochs without a better validation "
+                              "perplexity before training stops)"),
             (t.learning_rate > 0, "--learning-rate must be positive"),
             (t.clip_norm > 0, "--clip-norm must be positive"),
             (0 < t.lr_decay <= 1, "--lr-decay must be in (0, 1]"),
@@ -339,6 +359,11 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise UserError(message)
+        for name, value in self._integers():
+            if abs(value) > MAX_INTEGER:
+                raise UserError(f"--{name.replace('_', '-')} {value} is too large: at most "
+                                f"{MAX_INTEGER:,} (2^31 - 1), the largest size TensorFlow's "
+                                "shapes and this project's counters take")
         unknown = set(m.options) - spec.option_names
         if unknown:
             raise UserError(f"--model {m.model} has no option {sorted(unknown)[0]!r} "

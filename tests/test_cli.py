@@ -160,3 +160,26 @@ def test_runs_dir_defaults_to_the_environment_variable(monkeypatch, tmp_path):
         assert parser.parse_args([]).runs_dir == tmp_path / "scratch_runs"
         assert parser.parse_args(["--runs-dir", "elsewhere"]).runs_dir == Path("elsewhere")
         assert "scratch_runs" in parser.format_help()        # --help names the default
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--hidden-size", "99999999999999999999"], "--hidden-size 99999999999999999999 is too large"),
+    (["--seq-len", "3000000000"], "--seq-len 3000000000 is too large"),
+    (["--model", "tcnlm", "--num-topics", "99999999999999999999"], "--num-topics"),
+    (["--decoder", "adaptive", "--cutoffs", "10,99999999999999999999"], "--cutoffs"),
+    (["--topic-min-docs", "-1"], "--topic-min-docs must be >= 1"),
+    (["--max-doc-tokens", "0"], "--max-doc-tokens must be >= 1"),
+    (["--patience", "0"], "--patience must be >= 1"),
+])
+def test_out_of_range_integer_settings_are_one_line_errors(flags, fragment, tmp_path, capsys):
+    """Found by fuzzing every numeric train.run option (issue 27 item 8): sizes past int32
+    reached TensorFlow as overflows, and negative or zero counts were accepted."""
+    from train.run import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(flags + ["--runs-dir", str(tmp_path / "runs"), "--cache-dir",
+                      str(tmp_path / "cache")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and fragment in err and "\n" not in err
+    assert not (tmp_path / "runs").exists()       # refused before anything was written
