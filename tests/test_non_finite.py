@@ -9,7 +9,7 @@ import tensorflow as tf
 from tcnlm_tf.checkpoints import checkpoint_paths
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError
-from tests.conftest import TINY, run_flags
+from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import NonFiniteLoss, Trainer
 
@@ -90,3 +90,15 @@ def test_non_finite_options_are_refused_up_front(command, flag, value):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert "error: argument" in last and flag in last and "finite number" in last, last
+
+
+def test_a_run_that_diverges_to_an_infinite_validation_perplexity_stops(tmp_path, capsys):
+    """--learning-rate 1e30 (finite, so accepted) drives the loss to 1e30 with finite
+    weights: the run once ended with exit 0, 'valid perplexity inf' as its best and an
+    infinite test perplexity; it now stops at the validation with the one-line stop."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(TINY_EPOCH + ["--lr", "1e30"] + run_flags(tmp_path, "diverged"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "validation perplexity (the weights diverged) is inf" in err
+    assert not (tmp_path / "runs" / "diverged" / "best").exists()

@@ -73,7 +73,8 @@ SUM = tf.distribute.ReduceOp.SUM
 COLLECTIVE_TIMEOUT = 300.0
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
-              "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value"}
+              "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value",
+              "valid": "validation perplexity (the weights diverged)"}
 
 
 class NonFiniteLoss(UserError):
@@ -742,6 +743,9 @@ class Trainer:
         train = self.config.train
         epoch = int(self.epoch) + 1
         valid_ppl = self.evaluate_perplexity("valid")
+        if not math.isfinite(valid_ppl):      # a run that diverged ends here, never as "best"
+            raise NonFiniteLoss(self.step, {"valid": valid_ppl}, tf.train.latest_checkpoint(
+                str(self.files_dir / "checkpoints")))
         valid_tasks = self.evaluate_tasks("valid")
         step = self.step
         with self.writer.as_default(step=step):
