@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, TINY
+from tests.conftest import REPO_ROOT, TINY, run_flags
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -117,3 +119,44 @@ def test_two_workers_match_one_process(tmp_path):
     assert len(multi_weights) == len(single_weights) > 0
     diff = max(float(np.abs(a - b).max()) for a, b in zip(multi_weights, single_weights))
     assert diff < 1e-5, f"two workers and one process trained different weights: {diff}"
+
+
+def _lone_worker(tmp_path, timeout: float) -> tuple[subprocess.Popen, str]:
+    """Worker 0 of a two-worker cluster whose worker 1 never starts, in its own process
+    group (as a terminal's foreground job)."""
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "train.run", *FLAGS, *run_flags(tmp_path, "lone"),
+         "--strategy", "multi_worker"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+        env=_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                       "task": {"type": "worker", "index": 0}}),
+                 TCNLM_COLLECTIVE_TIMEOUT=str(timeout)))
+    return proc, f"127.0.0.1:{ports[1]}"
+
+
+def test_a_worker_whose_peer_never_starts_ends_with_one_line(tmp_path):
+    """The strategy's start-up waited without bound for a peer that never came (holding
+    the GIL, deaf to SIGTERM); now it ends after TCNLM_COLLECTIVE_TIMEOUT seconds with one
+    line naming the missing peer."""
+    proc, peer = _lone_worker(tmp_path, timeout=5)
+    _, stderr = proc.communicate(timeout=LAUNCH_TIMEOUT)
+    assert proc.returncode != 0, _tail(stderr)
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: multi-worker training failed: worker 0 waited 5 s") and \
+        f"worker 1 ({peer}) did not appear" in last, _tail(stderr)
+
+
+def test_ctrl_c_ends_a_worker_waiting_for_its_peers(tmp_path):
+    proc, _ = _lone_worker(tmp_path, timeout=LAUNCH_TIMEOUT)
+    time.sleep(15)                  # TensorFlow imported, the corpus read, the wait begun
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("Ctrl-C did not end the worker waiting for its peers")
+    assert proc.returncode != 0
+    assert "interrupted while waiting for the other workers" in stderr.strip().splitlines()[-1]

@@ -46,6 +46,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -161,9 +162,60 @@ def make_multi_worker_strategy() -> tf.distribute.Strategy:
         raise UserError(f"TF_CONFIG is not valid: expected a JSON object with "
                         f'"cluster" (task type -> host:port list) and "task" ("type" and '
                         f'an "index" into that list), got {raw!r}') from None
-    options = tf.distribute.experimental.CommunicationOptions(
-        timeout_seconds=collective_timeout())
-    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    timeout = collective_timeout()
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+    # The constructor waits in TensorFlow's coordination service for every worker, with no
+    # timeout, holding the GIL (no Python thread or signal handler runs meanwhile) and
+    # deaf to SIGTERM. A watchdog process bounds the wait: it ends this process, with one
+    # line naming the workers that did not appear, unless told within `timeout` seconds
+    # that the strategy exists; Ctrl-C (SIGINT to the process group) ends both.
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), f"{timeout:g}",
+         json.dumps({"workers": workers, "type": task["type"], "index": int(task["index"])})],
+        stdin=subprocess.PIPE)
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    finally:
+        watchdog.stdin.close()          # the watchdog exits when its input closes
+        watchdog.wait()
+
+
+#: the start-up watchdog of make_multi_worker_strategy (argv: pid, seconds, cluster JSON)
+_WATCHDOG = """
+import json, os, select, signal, socket, sys
+pid, timeout, cluster = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
+
+def end(message):
+    sys.stderr.write("error: " + message + "\\n")
+    sys.stderr.flush()
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(0)
+
+def reachable(address):
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+interrupted = lambda number, frame: end(
+    "multi-worker training interrupted while waiting for the other workers to start")
+signal.signal(signal.SIGINT, interrupted)
+signal.signal(signal.SIGTERM, interrupted)
+if select.select([sys.stdin], [], [], timeout)[0]:
+    os._exit(0)                          # the strategy exists, or this process ended
+me, kind = cluster["index"], cluster["type"]
+missing = [f"{kind} {i} ({address})" for i, address in enumerate(cluster["workers"])
+           if i != me and not reachable(address)]
+absent = ", ".join(missing) or "the others, reachable but not joining,"
+end(f"multi-worker training failed: {kind} {me} waited {timeout:g} s for the other workers "
+    f"to start ({absent} did not appear); start every worker of TF_CONFIG with the same "
+    "flags (TCNLM_COLLECTIVE_TIMEOUT sets the wait)")
+"""
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
