@@ -26,12 +26,13 @@ from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
 from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
-                            word_counts, UNK)
+                            word_counts, PAD, UNK)
 
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
-#: left the topic vocabulary; 3: documents' source line numbers)
-CACHE_FORMAT_VERSION = 3
+#: left the topic vocabulary; 3: documents' source line numbers; 4: a literal <pad> in the
+#: text is <unk>)
+CACHE_FORMAT_VERSION = 4
 
 CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
@@ -153,14 +154,17 @@ def cache_key(config: DataConfig, directory: Path) -> str:
 
 def encode_split(documents: list[Document], lm_vocab: Vocabulary,
                  topic_vocab: Vocabulary, lines: list[int] | None = None) -> SplitArrays:
-    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``);
-    ``lines``: their source line numbers (default 1, 2, ...)."""
+    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``, and so
+    does ``<pad>`` written in the text: its id marks padding, which no loss or perplexity
+    counts, so the token would silently vanish); ``lines``: their source line numbers
+    (default 1, 2, ...)."""
     lm_ids: list[int] = []
     topic_ids: list[int] = []
     sent_offsets = [0]
     topic_offsets = [0]
     doc_offsets = [0]
-    lm_index, unk = lm_vocab.index, lm_vocab.unk_id
+    unk = lm_vocab.unk_id
+    lm_index = {**lm_vocab.index, PAD: unk}
     topic_index = topic_vocab.index
     for document in documents:
         for sentence in document:

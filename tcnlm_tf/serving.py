@@ -68,6 +68,7 @@ from tcnlm_tf.generation import generate_ids
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.runs import Run
+from tcnlm_tf.vocab import PAD
 
 SCALAR_SEED = tf.TensorSpec([], tf.int64, name="seed")
 SCALAR_TEMPERATURE = tf.TensorSpec([], tf.float32, name="temperature")
@@ -167,7 +168,8 @@ class ServingModule(tf.Module):
         # and how its documents input is read
         self.model_type = tf.Variable(run.config.model.model, trainable=False, name="model_type")
         self.context_kind = tf.Variable(self.context_rule(), trainable=False, name="context_kind")
-        self.lm_table = _table(run.lm_vocab.words, UNK_ID)
+        # a literal <pad> in the text is <unk>, as in training (tcnlm_tf.data.encode_split)
+        self.lm_table = _table([w if w != PAD else "" for w in run.lm_vocab.words], UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)
         if self.context_inputs:

@@ -98,3 +98,19 @@ def test_concurrent_preparation_of_one_corpus(tmp_path):
         assert len(set(sizes)) == 1
         prepared = list((cache_dir / "prepared").iterdir())
         assert len(prepared) == 1 and prepared[0].suffix == ".h5", prepared
+
+
+def test_a_literal_pad_in_the_text_is_unk_and_still_counted(tmp_path):
+    """<pad> written in the text once kept <pad>'s id, which marks padding: the token
+    vanished from every loss and perplexity count (found fuzzing reserved tokens, issue 27
+    item 8). It is <unk> now; a literal <unk> stays <unk> and <eos> stays <eos>."""
+    from tcnlm_tf.data import encode_split
+    from tcnlm_tf.vocab import EOS, PAD, UNK
+
+    write_corpus(tmp_path / "data")
+    corpus = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache")
+    vocab = corpus.lm_vocab
+    arrays = encode_split([[["the", PAD, "vote", UNK, EOS]]], vocab, corpus.topic_vocab)
+    assert arrays.lm_ids.tolist() == [vocab.index["the"], vocab.unk_id, vocab.index["vote"],
+                                      vocab.unk_id, vocab.index[EOS]]
+    assert 0 not in arrays.lm_ids.tolist()          # no token looks like padding

@@ -256,6 +256,11 @@ def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name
                                  k=tf.constant(3))
     scored = signatures["score"](sentences=empty, documents=empty)
     assert scored["perplexity"].shape == [0] and scored["token_log_probs"].shape[0] == 0
+    # a literal <pad> is scored as <unk>, as in training, not dropped as padding
+    scored = signatures["score"](sentences=tf.constant(["a <pad> b"]),
+                                 documents=tf.constant([""]))
+    tokens = [t.decode() for t in scored["tokens"].numpy()[0]]
+    assert int(scored["num_tokens"][0]) == 4 and tokens[1] == "<unk>" and "<pad>" not in tokens
     assert signatures["next_words"](context=empty, documents=empty,
                                     k=tf.constant(3))["words"].shape == [0, 3]
     seed = tf.constant(0, tf.int64)
