@@ -149,9 +149,26 @@ def test_a_worker_whose_peer_never_starts_ends_with_one_line(tmp_path):
         f"worker 1 ({peer}) did not appear" in last, _tail(stderr)
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                if entry.isdigit() and handle.read().rsplit(") ", 1)[1].split()[1] == str(pid):
+                    found.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 def test_ctrl_c_ends_a_worker_waiting_for_its_peers(tmp_path):
     proc, _ = _lone_worker(tmp_path, timeout=LAUNCH_TIMEOUT)
-    time.sleep(15)                  # TensorFlow imported, the corpus read, the wait begun
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while not _children(proc.pid):       # the start-up watchdog: the wait has begun
+        assert proc.poll() is None and time.monotonic() < deadline, "no wait began"
+        time.sleep(0.5)
+    time.sleep(2)
     os.killpg(proc.pid, signal.SIGINT)
     try:
         _, stderr = proc.communicate(timeout=30)
