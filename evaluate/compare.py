@@ -552,8 +552,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         written where it is new or ``fresh``), else from its record."""
         name, run_dir = names[key], directory / names[key]
         if finished(run_dir) is None:
-            if record_dir is not None and finished(record_dir / name):
-                runs[key] = finished(record_dir / name)
+            recorded = finished(record_dir / name) if record_dir is not None else None
+            if recorded:
+                runs[key] = recorded
                 from_records.append(name)
             return
         runs[key] = evaluated(run_dir, key.row, args.ablations)
