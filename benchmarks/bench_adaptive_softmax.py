@@ -27,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_adaptive_softmax.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tcnlm_tf.models.registry import finite_float  # noqa: E402
+from tcnlm_tf.arguments import finite_float  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -69,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evaluate.benchmark import (DECODERS, REFERENCE, decoder_options, machine_line,  # noqa: E402
                                 print_table, ratio, time_contenders, unique, zipf_targets)
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
-from tcnlm_tf.models.registry import finite_float  # noqa: E402
+from tcnlm_tf.arguments import finite_float  # noqa: E402
 
 DATASET = "apnews"
 SPLITS = ("train", "valid", "test")

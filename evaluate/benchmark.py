@@ -94,9 +94,10 @@ from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from tcnlm_tf.arguments import finite_float, integer, integer_list, random_seed  # noqa: E402
 from tcnlm_tf.config import DATASETS, ModelConfig, default_cache_dir  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
-from tcnlm_tf.models.registry import MODELS, compare_rows, finite_float  # noqa: E402
+from tcnlm_tf.models.registry import MODELS, compare_rows  # noqa: E402
 from tcnlm_tf.precision import PRECISIONS  # noqa: E402
 from tcnlm_tf.synthetic import SyntheticConfig  # noqa: E402
 
@@ -174,16 +175,6 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message} ({PROGRAM} --help lists the flags)")
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-        if not values:
-            raise ValueError
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    return values
-
-
 def _name_list(choices: tuple[str, ...], flag: str) -> Callable[[str], list[str]]:
     """argparse type: a comma list of names out of ``choices`` -> those names in the order of
     ``choices``, without duplicates."""
@@ -213,33 +204,35 @@ def build_parser() -> argparse.ArgumentParser:
                    type=_name_list(SECTIONS, "--sections"),
                    help=f"comma list out of {','.join(SECTIONS)} (default: all)")
     timing = p.add_argument_group("timing (recurrent, models, decoders)")
-    timing.add_argument("--warmup", type=int, default=2,
+    timing.add_argument("--warmup", type=integer(0), default=2,
                         help="untimed calls per contender before the rounds; the first traces "
                              "(default: 2)")
-    timing.add_argument("--rounds", type=int, default=5,
+    timing.add_argument("--rounds", type=integer(1), default=5,
                         help="timed rounds; each times every contender once (default: 5)")
-    timing.add_argument("--steps", type=int, default=3,
+    timing.add_argument("--steps", type=integer(1), default=3,
                         help="training steps per contender per round (default: 3)")
     timing.add_argument("--precisions", default="float32,mixed_bfloat16",
                         type=_name_list(PRECISIONS, "--precisions"),
                         help=f"precisions timed side by side, out of {','.join(PRECISIONS)}: "
                              "the recurrent layers' dtype policy, the models' train.run "
                              "--precision (default: float32,mixed_bfloat16)")
-    timing.add_argument("--seed", type=int, default=0,
+    timing.add_argument("--seed", type=random_seed, default=0,
                         help="seed of the weights, inputs and knowledge bases (default: 0)")
     sizes = p.add_argument_group("sizes (recurrent; the decoders use the hidden and input "
                                  "sizes as their hidden and embedding sizes)")
-    sizes.add_argument("--batch-size", type=int, default=64, help="sequences B (default: 64)")
-    sizes.add_argument("--seq-len", type=int, default=30, help="steps L (default: 30)")
-    sizes.add_argument("--input-size", type=int, default=300, help="input size n_x (default: 300)")
-    sizes.add_argument("--hidden-size", type=int, default=600,
+    sizes.add_argument("--batch-size", type=integer(1), default=64,
+                       help="sequences B (default: 64)")
+    sizes.add_argument("--seq-len", type=integer(1), default=30, help="steps L (default: 30)")
+    sizes.add_argument("--input-size", type=integer(1), default=300,
+                       help="input size n_x (default: 300)")
+    sizes.add_argument("--hidden-size", type=integer(1), default=600,
                        help="hidden size n_h (default: 600)")
-    sizes.add_argument("--num-factors", type=int, default=None,
+    sizes.add_argument("--num-factors", type=integer(1), default=None,
                        help="TC-LSTM factors per gate n_f (default: the hidden size)")
-    sizes.add_argument("--num-topics", type=int, default=50,
+    sizes.add_argument("--num-topics", type=integer(1), default=50,
                        help="topics T of the TC-LSTM, and of the topic models of the models "
                             "section whose compare row does not pin its own (default: 50)")
-    sizes.add_argument("--moe-experts", type=int, default=10,
+    sizes.add_argument("--moe-experts", type=integer(1), default=10,
                        help="experts K of the MoE LSTM (default: 10)")
     models = p.add_argument_group("models")
     models.add_argument("--models", default=",".join(DEFAULT_MODEL_ROWS),
@@ -257,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prepared-corpus cache of the models section (default: "
                              f"$TCNLM_CACHE_DIR or .cache, now {default_cache_dir()}); "
                              "the scaling section always uses a temporary one")
-    models.add_argument("--model-batches", type=int, default=3,
+    models.add_argument("--model-batches", type=integer(1), default=3,
                         help="training batches the models are timed on, cycled through "
                              "(default: 3)")
     models.add_argument("--synthetic", action="append", default=[], metavar="KEY=VALUE",
@@ -266,27 +259,27 @@ def build_parser() -> argparse.ArgumentParser:
                              "the synthetic corpora of the models and scaling sections "
                              "(scaling sets train_docs itself)")
     dec = p.add_argument_group("decoders")
-    dec.add_argument("--vocab-sizes", type=_int_list, default=[10000, 40000],
+    dec.add_argument("--vocab-sizes", type=integer_list(2), default=[10000, 40000],
                      help="vocabulary sizes V (default: 10000,40000)")
-    dec.add_argument("--decoder-batch", type=int, default=16,
+    dec.add_argument("--decoder-batch", type=integer(1), default=16,
                      help="sequences b of the decoders' hidden states (default: 16)")
-    dec.add_argument("--decoder-seq-len", type=int, default=20,
+    dec.add_argument("--decoder-seq-len", type=integer(1), default=20,
                      help="steps l of the decoders' hidden states (default: 20)")
-    dec.add_argument("--mixtures", type=int, default=ModelConfig.mixtures,
+    dec.add_argument("--mixtures", type=integer(1), default=ModelConfig.mixtures,
                      help=f"mos softmaxes (default: {ModelConfig.mixtures})")
-    dec.add_argument("--num-bases", type=int, default=ModelConfig.num_bases,
+    dec.add_argument("--num-bases", type=integer(1), default=ModelConfig.num_bases,
                      help=f"sdlm basis matrices R (default: {ModelConfig.num_bases})")
     dec.add_argument("--zipf", type=finite_float, default=1.0,
                      help="exponent of the Zipfian targets (default: 1.0)")
     scale = p.add_argument_group("scaling")
-    scale.add_argument("--corpus-docs", type=_int_list, default=[250, 500, 1000],
+    scale.add_argument("--corpus-docs", type=integer_list(1), default=[250, 500, 1000],
                        help="training documents of the synthetic corpora (default: "
                             "250,500,1000)")
-    scale.add_argument("--topic-counts", type=_int_list, default=[50, 100, 150],
+    scale.add_argument("--topic-counts", type=integer_list(1), default=[50, 100, 150],
                        help="TCNLM topic counts, on the smallest corpus (default: 50,100,150)")
-    scale.add_argument("--scaling-hidden", type=int, default=64,
+    scale.add_argument("--scaling-hidden", type=integer(1), default=64,
                        help="hidden size of the scaling runs (default: 64)")
-    scale.add_argument("--scaling-embedding", type=int, default=32,
+    scale.add_argument("--scaling-embedding", type=integer(1), default=32,
                        help="embedding size of the scaling runs (default: 32)")
     return p
 
@@ -294,25 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The flags, checked: a bad value is a :class:`UserError`."""
     args = build_parser().parse_args(argv)
-    positive = ("rounds", "steps", "batch_size", "seq_len", "input_size", "hidden_size",
-                "num_topics", "moe_experts", "model_batches", "decoder_batch",
-                "decoder_seq_len", "mixtures", "num_bases", "scaling_hidden",
-                "scaling_embedding")
-    for name in positive:
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got "
-                            f"{getattr(args, name)}")
-    if args.num_factors is not None and args.num_factors < 1:
-        raise UserError(f"--num-factors must be a positive integer, got {args.num_factors}")
-    if args.warmup < 0:
-        raise UserError(f"--warmup must be >= 0, got {args.warmup}")
     if not args.zipf >= 0:
         raise UserError(f"--zipf must be >= 0, got {args.zipf}")
-    for flag, values, least in (("--vocab-sizes", args.vocab_sizes, 2),
-                                ("--corpus-docs", args.corpus_docs, 1),
-                                ("--topic-counts", args.topic_counts, 1)):
-        if min(values) < least:
-            raise UserError(f"{flag} must all be >= {least}, got {values}")
     for flag, values in (("--corpus-docs", args.corpus_docs),
                          ("--topic-counts", args.topic_counts)):
         if "scaling" in args.sections and len(set(values)) < 2:
@@ -507,7 +483,8 @@ def recurrent_section(args) -> None:
 
 def train_run_config(flags: list[str]):
     """The ``RunConfig`` that ``python -m train.run FLAGS`` trains, validated."""
-    from train.run import build_parser as train_parser, config_from_args
+    from train.run import build_parser as train_parser
+    from train.run import config_from_args
 
     config = config_from_args(train_parser().parse_args(flags))
     config.validate()
@@ -531,10 +508,11 @@ def models_section(args) -> None:
     from train.trainer import Trainer, count_parameters
 
     rows_of = compare_rows()
-    shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir), "--preset", "small",
-              "--seed", str(args.seed)]
+    shared = ["--dataset", args.dataset, "--preset", "small", "--seed", str(args.seed)]
     if args.dataset == "synthetic":
         shared += synthetic_flags(args.synthetic)
+    else:
+        shared += ["--data-dir", str(args.data_dir)]
     quiet = lambda _: None  # noqa: E731
     corpora, contenders, described, notes, shapes = {}, {}, {}, [], set()
     no_due = tf.constant(0.0)

@@ -9,6 +9,7 @@ import json
 
 from evaluate.common import parser, read_documents, split_file
 from evaluate.topics import top_words
+from tcnlm_tf.arguments import integer
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = parser("coherence", __doc__.split(": ", 1)[1])
     p.add_argument("--reference", help="reference corpus file in the corpus format "
                    "(default: the run's training split)")
-    p.add_argument("--window", type=int, default=20,
+    p.add_argument("--window", type=integer(0), default=20,
                    help="sliding-window size in tokens; 0 = whole documents (default: 20)")
     args = p.parse_args(argv)
     from tcnlm_tf.runs import load_run, require_topic_model

@@ -30,8 +30,9 @@ def parser(prog: str, description: str, epilog: str = "",
 
 def read_documents(path: Path) -> list[Document]:
     """Documents of a corpus-format file; skipped lines are reported, no documents is an error."""
+    from tcnlm_tf.data import literal_notices
     documents, stats = read_corpus_file(path)
-    for line in stats.problems(Path(path)):
+    for line in stats.problems(Path(path)) + literal_notices(path, documents, stats.lines):
         print(line)
     if not documents:
         raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,11 +63,13 @@ from typing import Callable
 
 from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
                                      curves, curves_png, table, write_tensorboard)
+from tcnlm_tf.arguments import MAX_SEED, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import MODELS, all_options, compare_rows, finite_float, int_list
+from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
+from tcnlm_tf.runlock import holder, try_lock
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
@@ -96,19 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated rows, from {', '.join(ROWS)} (default: all)")
     p.add_argument("--preset", choices=tuple(PRESETS), default="small",
                    help="size preset of the LSTM-based rows (default: small)")
-    p.add_argument("--num-topics", type=int_list, default=[50], metavar="T[,T...]",
+    p.add_argument("--num-topics", type=integer_list(1), default=[50], metavar="T[,T...]",
                    help="topics T of the topic-model rows; several (e.g. 50,100,150) train "
                    "each topic row once per T (default: 50; the moe row keeps Table 6's 30 "
                    "experts)")
-    p.add_argument("--seeds", "--seed", type=int_list, default=[0], metavar="S[,S...]",
+    p.add_argument("--seeds", "--seed", type=integer_list(0, MAX_SEED), default=[0],
+                   metavar="S[,S...]",
                    help="seed of every run; several (e.g. 0,1,2) train each row once per "
                    "seed and report mean ± standard deviation (default: 0)")
     p.add_argument("--learning-rates", type=float_list, default=[], metavar="LR[,LR...]",
                    help="train every row at each rate and keep its best on mean validation "
                    "perplexity (default: train.run's rate, no search)")
-    p.add_argument("--max-epochs", type=int, default=20,
+    p.add_argument("--max-epochs", type=integer(1), default=20,
                    help="epoch cap of a row trained until it converges (default: 20)")
-    p.add_argument("--patience", type=int, default=2,
+    p.add_argument("--patience", type=integer(1), default=2,
                    help="epochs without a better validation perplexity (each halving the "
                    "learning rate) before a row stops (default: 2)")
     p.add_argument("--fixed-budget", type=row_epochs, default={}, metavar="ROW=EPOCHS[,...]",
@@ -130,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-records", action="store_true",
                    help="git-commit each new record (its own files only) in the repository "
                         "--record-dir is in")
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", type=integer(1), default=1,
                    help="rows trained at the same time, each logging to <name>/<row>.log "
                    "(default: 1). On a 2-core machine, 2 jobs train about 1.6x as many tokens "
                    "per second in total as 1")
@@ -244,6 +248,14 @@ def row_command(row: str, run: str, directory: Path, shared: list[str], epochs: 
     return command + shared + flags + epochs + train_args
 
 
+def child_environment() -> dict[str, str]:
+    """The rows' environment: this one, with this project first on ``PYTHONPATH``, so that
+    ``python -m train.run`` is this project's trainer from whatever directory the comparison
+    was started in (its relative paths stay relative to that directory)."""
+    paths = [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                  on_success: Callable[[str], None] = lambda run: None) -> list[str]:
     """Runs the commands (run name -> command), ``jobs`` at a time, calling
@@ -261,9 +273,10 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
             return False
         return True
 
+    env = child_environment()
     if jobs == 1:
         return [row for row, command in commands.items()
-                if subprocess.run(command).returncode or not succeeded(row)]
+                if subprocess.run(command, env=env).returncode or not succeeded(row)]
     pending, running, failed = list(commands), {}, []
     while pending or running:
         while pending and len(running) < jobs:
@@ -271,7 +284,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
             log = open(directory / f"{row}.log", "a", encoding="utf-8")
             print(f"== {row}: output in {log.name}", flush=True)
             running[row] = (subprocess.Popen(commands[row], stdout=log,
-                                             stderr=subprocess.STDOUT), log)
+                                             stderr=subprocess.STDOUT, env=env), log)
         time.sleep(POLL_SECONDS)
         for row, (process, log) in list(running.items()):
             if process.poll() is not None:
@@ -443,14 +456,10 @@ def check_arguments(args: argparse.Namespace) -> list[str]:
     for name, values in (("--num-topics", args.num_topics), ("--seeds", args.seeds)):
         if not values or len(set(values)) != len(values):
             raise UserError(f"{name} needs distinct values, got {values}")
-    if min(args.num_topics) < 1:
-        raise UserError(f"--num-topics must be positive, got {args.num_topics}")
     if args.learning_rates and (min(args.learning_rates) <= 0
                                 or len(set(args.learning_rates)) != len(args.learning_rates)):
         raise UserError(f"--learning-rates needs distinct positive values, got "
                         f"{args.learning_rates}")
-    if args.jobs < 1 or args.max_epochs < 1 or args.patience < 1:
-        raise UserError("--jobs, --max-epochs and --patience must be >= 1")
     unused = sorted(set(args.fixed_budget) - set(rows))
     if unused:
         raise UserError(f"--fixed-budget names rows that are not compared: {', '.join(unused)}")
@@ -509,8 +518,21 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = build_parser().parse_args(argv)
     rows = check_arguments(args)
     directory = args.runs_dir / (args.name or f"compare-{args.dataset}")
-    shared = ["--dataset", args.dataset, "--data-dir", str(args.data_dir),
-              "--preset", args.preset]
+    # one comparison per directory: a second one (a resubmitted job) would train its rows
+    # beside the first one's and tabulate them; the kernel frees the lock however we end
+    lock = try_lock(directory)
+    if lock is None:
+        raise UserError(f"{directory} is in use by {holder(directory)}: another "
+                        "evaluate.compare is running this comparison; wait for it to end "
+                        "(it resumes where it stopped if restarted), or use another --name")
+    with lock:
+        return _compare(args, rows, directory)
+
+
+def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict[str, dict]:
+    """The comparison of ``rows`` in ``directory`` (locked by :func:`main`)."""
+    shared = ["--dataset", args.dataset, "--preset", args.preset] + (
+        [] if args.dataset == "synthetic" else ["--data-dir", str(args.data_dir)])
     record_dir = args.record_dir
     if args.commit_records:
         if record_dir is None:

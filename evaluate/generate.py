@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from evaluate.common import parser
+from tcnlm_tf.arguments import finite_float, integer, random_seed
 from tcnlm_tf.config import MAX_GENERATED_WORDS
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import finite_float
 
 
 def parse_mixture(text: str) -> dict[int, float]:
@@ -26,15 +26,15 @@ def parse_mixture(text: str) -> dict[int, float]:
 def main(argv: list[str] | None = None) -> list[str]:
     p = parser("generate", __doc__.split(": ", 1)[1])
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--topic", type=int, help="condition on this topic alone")
+    which.add_argument("--topic", type=integer(0), help="condition on this topic alone")
     which.add_argument("--mixture", help="condition on a mixture, e.g. 3:0.5,7:0.5")
-    p.add_argument("--num", type=int, default=3, help="sentences to generate (default: 3)")
+    p.add_argument("--num", type=integer(1), default=3, help="sentences to generate (default: 3)")
     p.add_argument("--greedy", action="store_true", help="most probable word at each step")
     p.add_argument("--temperature", type=finite_float, default=0.75,
                    help="sampling temperature (default: 0.75, as TDLM's Table 8)")
-    p.add_argument("--max-words", type=int, default=MAX_GENERATED_WORDS,
+    p.add_argument("--max-words", type=integer(1), default=MAX_GENERATED_WORDS,
                    help=f"length cap (default: {MAX_GENERATED_WORDS})")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    p.add_argument("--seed", type=random_seed, default=0, help="sampling seed (default: 0)")
     p.add_argument("--no-unk", action="store_true",
                    help="never generate <unk> (sample among the known words only)")
     args = p.parse_args(argv)

@@ -11,6 +11,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from tcnlm_tf.arguments import integer  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 
 
@@ -27,10 +28,8 @@ def main(argv: list[str] | None = None) -> dict:
     from train.run import build_parser, config_from_args
 
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    own.add_argument("--top", type=int, default=3, help="weights listed per norm (3)")
+    own.add_argument("--top", type=integer(1), default=3, help="weights listed per norm (3)")
     known, rest = own.parse_known_args(argv)
-    if known.top < 1:
-        raise UserError("--top must be >= 1")
     parser = build_parser()
     parser.prog = "python -m evaluate.gradients"
     parser.description = __doc__.split(": ", 1)[1]

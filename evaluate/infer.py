@@ -12,6 +12,7 @@ import numpy as np
 
 from evaluate.common import parser, read_documents, split_file
 from evaluate.topics import top_words
+from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -40,8 +41,9 @@ def bar_chart(topics: np.ndarray, labels: list[str], title: str) -> bytes:
 def main(argv: list[str] | None = None) -> dict:
     p = parser("infer", __doc__.split(": ", 1)[1])
     p.add_argument("--text-file", help="file in the corpus format (default: the run's test split)")
-    p.add_argument("--document", type=int, default=0, help="which line (0-based) (default: 0)")
-    p.add_argument("--samples", type=int, default=0,
+    p.add_argument("--document", type=integer(0), default=0,
+                   help="which line (0-based) (default: 0)")
+    p.add_argument("--samples", type=integer(0), default=0,
                    help="average this many posterior samples instead of the mean (default: 0)")
     args = p.parse_args(argv)
     import tensorflow as tf

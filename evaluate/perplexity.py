@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from evaluate.common import parser, read_documents, split_file
+from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import exit_on_user_error
 
 
@@ -13,7 +14,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = parser("perplexity", __doc__.split(": ", 1)[1],
                "The perplexity is exp(total NLL / predicted tokens), <eos> included.")
     p.add_argument("--text-file", help="file in the corpus format (default: the run's test split)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: the run's")
+    p.add_argument("--batch-size", type=integer(1), default=None, help="default: the run's")
     p.add_argument("--topics", choices=("inferred", "shuffled", "uniform"), default="inferred",
                    help="what a topic model's LM is conditioned on: the topics it infers from "
                    "each sentence's document context (default), or an ablation: those of "

@@ -20,6 +20,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluate.common import read_documents  # noqa: E402
+from tcnlm_tf.arguments import integer  # noqa: E402
 from tcnlm_tf.corpus import Document, write_text  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 
@@ -84,12 +85,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--text-file", type=Path, required=True,
                    help="corpus-format file: one document per line, sentences separated by "
                         "a TAB, tokens by a space")
-    p.add_argument("--batch-size", type=int, default=64,
+    p.add_argument("--batch-size", type=integer(1), default=64,
                    help="sentences per request (default: 64)")
     p.add_argument("--output", type=Path, help="also write the result as JSON here")
     args = p.parse_args(argv)
-    if args.batch_size <= 0:
-        raise UserError(f"--batch-size must be positive, got {args.batch_size}")
     if not args.text_file.is_file():
         raise UserError(f"--text-file {args.text_file} not found")
     model = load_saved_model(args.saved_model)

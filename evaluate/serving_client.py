@@ -28,9 +28,9 @@ import urllib.error
 import urllib.request
 from typing import Any, Sequence
 
+from tcnlm_tf.arguments import finite_float, integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.mixtures import topic_mixture
-from tcnlm_tf.models.registry import finite_float
 
 #: output names of signatures that have only one (TF Serving then drops the name)
 SINGLE_OUTPUT = {"infer_topics": "topics"}
@@ -138,21 +138,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                             "and print the JSON answer.")
     p.add_argument("--url", default="http://localhost:8501", help="REST base URL")
     p.add_argument("--model", required=True, help="model name (the saved_models/<name>)")
-    p.add_argument("--version", type=int, help="model version (default: the latest)")
+    p.add_argument("--version", type=integer(1), help="model version (default: the latest)")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("score", help="log-likelihood and perplexity of sentences")
     s.add_argument("sentences", nargs="+")
     s.add_argument("--document", help="context document for every sentence")
     n = sub.add_parser("next-words", help="the k most probable next words")
     n.add_argument("context", nargs="+")
-    n.add_argument("-k", type=int, default=10)
+    n.add_argument("-k", type=integer(1), default=10)
     t = sub.add_parser("topics", help="topic proportions of documents")
     t.add_argument("documents", nargs="+")
     g = sub.add_parser("generate", help="a sentence for a topic (topic models) or not")
-    g.add_argument("--topic", type=int)
-    g.add_argument("--num-topics", type=int)
-    g.add_argument("--num-sentences", type=int)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--topic", type=integer(0))
+    g.add_argument("--num-topics", type=integer(1))
+    g.add_argument("--num-sentences", type=integer(1))
+    g.add_argument("--seed", type=integer(0), default=0)
     g.add_argument("--temperature", type=finite_float, default=0.75)
     args = p.parse_args(argv)
     client = ServingClient(args.url, args.model, args.version)

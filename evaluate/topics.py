@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from evaluate.common import parser
+from tcnlm_tf.arguments import integer
 from tcnlm_tf.corpus import write_text
-from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.errors import exit_on_user_error
 
 
 def topic_words(run) -> tuple[np.ndarray, list[str]]:
@@ -28,10 +29,8 @@ def top_words(run, n: int) -> list[list[str]]:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> list[list[str]]:
     p = parser("topics", __doc__.split(": ", 1)[1])
-    p.add_argument("--top-n", type=int, default=10, help="words per topic (default: 10)")
+    p.add_argument("--top-n", type=integer(1), default=10, help="words per topic (default: 10)")
     args = p.parse_args(argv)
-    if args.top_n < 1:
-        raise UserError(f"--top-n must be a positive integer, got {args.top_n}")
     import tensorflow as tf
     from tcnlm_tf.runs import load_run, require_topic_model
 

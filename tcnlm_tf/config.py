@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from tcnlm_tf.arguments import MAX_INTEGER
 from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import SAME_AS_DEFAULT, all_options, spec_of
@@ -59,8 +60,6 @@ MAX_GENERATED_WORDS = 40
 DATA_DIR_ENV = "TCNLM_DATA_DIR"
 CACHE_DIR_ENV = "TCNLM_CACHE_DIR"
 RUNS_DIR_ENV = "TCNLM_RUNS_DIR"
-#: the largest integer setting (a size, count or step): TensorFlow's int32 shapes
-MAX_INTEGER = 2 ** 31 - 1
 
 #: settings added since runs were first saved, with the value that a config.json without
 #: them was trained with (where it is not the new default): a reloaded run keeps its own
@@ -78,6 +77,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 def default_data_dir() -> Path:
     """``$TCNLM_DATA_DIR`` if set, else ``./data``; corpora live in ``<dir>/<dataset>/``."""
     return Path(os.environ.get(DATA_DIR_ENV, "data"))
+
+
+def check_data_dir_given(dataset: str, data_dir: str | Path | None) -> None:
+    """Refuse a ``--data-dir`` given for the synthetic corpus, which reads no files: without
+    ``--dataset`` the command would otherwise train on synthetic data in silence."""
+    if data_dir is not None and dataset == "synthetic":
+        raise UserError(f"--data-dir is where the files of --dataset "
+                        f"{', '.join(d for d in DATASETS if d != 'synthetic')} are; --dataset "
+                        "synthetic (the default) generates its corpus and reads none: add "
+                        "--dataset, or drop --data-dir")
 
 
 def default_cache_dir() -> Path:

@@ -10,10 +10,12 @@ documents. Bad lines never crash the reader: each kind is skipped and counted in
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import io
 import os
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 from tcnlm_tf.errors import UserError
 
@@ -58,6 +60,47 @@ class ReadStats:
         return lines
 
 
+#: byte-order marks and the codecs that read (and drop) them; UTF-32's little-endian mark
+#: begins with UTF-16's, so it comes first
+_MARKS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+          (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+          (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def marked_encoding(data: bytes) -> str | None:
+    """The codec that a byte-order mark at the start of ``data`` declares (the codec drops
+    the mark), or None without one."""
+    return next((codec for mark, codec in _MARKS if data.startswith(mark)), None)
+
+
+def decode_text(data: bytes, encoding: str = "utf-8", errors: str = "strict") -> str:
+    """``data`` as text: in the encoding its byte-order mark declares, else ``encoding``; a
+    mark never becomes part of the first word."""
+    return data.decode(marked_encoding(data) or encoding, errors=errors)
+
+
+def utf8_lines(path: Path) -> Iterator[bytes]:
+    """The lines of a text file as UTF-8 bytes, without their line ends. LF, CRLF and a lone
+    CR (classic Mac OS files) each end a line. A byte-order mark is honoured: a UTF-16 or
+    UTF-32 file (a corpus an editor saved as "Unicode") is decoded as its mark says, and a
+    UTF-8 mark is dropped instead of being glued to the first word."""
+    with open(path, "rb") as handle:
+        codec = marked_encoding(handle.read(4))
+        handle.seek(0)
+        lines: BinaryIO = handle
+        if codec in ("utf-16", "utf-32"):
+            try:
+                lines = io.BytesIO(handle.read().decode(codec).encode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise UserError(f"{path} starts with a {codec.upper()} byte-order mark but "
+                                f"is not {codec.upper()} text (byte {err.start}): convert it "
+                                f"to UTF-8 (iconv -f {codec.upper()} -t UTF-8)") from None
+        elif codec == "utf-8-sig":
+            handle.seek(len(codecs.BOM_UTF8))
+        for raw in lines:
+            yield from raw.rstrip(b"\r\n").split(b"\r")
+
+
 def parse_document(line: str) -> Document:
     """Split one corpus line into sentences of tokens, dropping empty sentences."""
     sentences = (sentence.split() for sentence in line.rstrip("\r\n").split("\t"))
@@ -67,42 +110,42 @@ def parse_document(line: str) -> Document:
 def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Document], ReadStats]:
     """Read one split file; returns its documents and what was skipped.
 
-    Lines that are not valid UTF-8 or hold a NUL byte are skipped (not silently "repaired"
-    into wrong tokens); documents longer than ``max_doc_tokens`` tokens are skipped. All are
-    counted.
+    Lines are read by :func:`utf8_lines` (any line-end convention, byte-order marks
+    honoured). Lines that are not valid UTF-8 or hold a NUL byte are skipped (not silently
+    "repaired" into wrong tokens); documents longer than ``max_doc_tokens`` tokens are
+    skipped. All are counted.
     """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"corpus file not found: {path} (expected {FORMAT_DESCRIPTION})")
     documents: list[Document] = []
     stats = ReadStats()
-    with open(path, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                stats.note("undecodable_lines", line_number)
-                continue
-            if "\x00" in line:
-                stats.note("lines_with_nul_bytes", line_number)
-                continue
-            document = parse_document(line)
-            if not document:
-                stats.note("empty_lines", line_number)
-                continue
-            dropped = line.count("\t") + 1 - len(document)
-            if dropped:
-                stats.empty_sentences += dropped
-                stats.first_bad_line.setdefault("empty_sentences", line_number)
-            num_tokens = sum(len(sentence) for sentence in document)
-            if num_tokens > max_doc_tokens:
-                stats.note("overlong_documents", line_number)
-                continue
-            documents.append(document)
-            stats.lines.append(line_number)
-            stats.documents += 1
-            stats.sentences += len(document)
-            stats.tokens += num_tokens
+    for line_number, raw in enumerate(utf8_lines(path), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            stats.note("undecodable_lines", line_number)
+            continue
+        if "\x00" in line:
+            stats.note("lines_with_nul_bytes", line_number)
+            continue
+        document = parse_document(line)
+        if not document:
+            stats.note("empty_lines", line_number)
+            continue
+        dropped = line.count("\t") + 1 - len(document)
+        if dropped:
+            stats.empty_sentences += dropped
+            stats.first_bad_line.setdefault("empty_sentences", line_number)
+        num_tokens = sum(len(sentence) for sentence in document)
+        if num_tokens > max_doc_tokens:
+            stats.note("overlong_documents", line_number)
+            continue
+        documents.append(document)
+        stats.lines.append(line_number)
+        stats.documents += 1
+        stats.sentences += len(document)
+        stats.tokens += num_tokens
     return documents, stats
 
 

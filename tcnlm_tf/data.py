@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 from pathlib import Path
@@ -26,13 +27,13 @@ from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
 from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
-                            word_counts, PAD, UNK)
+                            word_counts, EOS, PAD, UNK)
 
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
 #: left the topic vocabulary; 3: documents' source line numbers; 4: a literal <pad> in the
-#: text is <unk>)
-CACHE_FORMAT_VERSION = 4
+#: text is <unk>; 5: lone CRs end lines and byte-order marks are honoured)
+CACHE_FORMAT_VERSION = 5
 
 CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
@@ -139,6 +140,9 @@ def _file_digest(path: Path) -> str:
 def cache_key(config: DataConfig, directory: Path) -> str:
     """SHA-256 over the source files' contents and the settings that shape the arrays."""
     stopwords = Path(config.stopwords) if config.stopwords else None
+    if stopwords is not None and not stopwords.is_file():   # never the default list instead
+        raise UserError(f"stop-word list not found: {stopwords} (--stopwords: one word per "
+                        "line)")
     settings = {
         "version": CACHE_FORMAT_VERSION,
         "min_freq": config.min_freq,
@@ -146,7 +150,7 @@ def cache_key(config: DataConfig, directory: Path) -> str:
         "topic_top_fraction": config.topic_top_fraction,
         "topic_top_among": config.topic_top_among,
         "max_doc_tokens": config.max_doc_tokens,
-        "stopwords": _file_digest(stopwords) if stopwords and stopwords.is_file() else None,
+        "stopwords": _file_digest(stopwords) if stopwords else None,
         "files": {split: _file_digest(directory / f"{split}.txt") for split in SPLITS},
     }
     return _digest(json.dumps(settings, sort_keys=True).encode())
@@ -184,6 +188,36 @@ def encode_split(documents: list[Document], lm_vocab: Vocabulary,
     )
 
 
+#: how a reserved word of the LM vocabulary written in the text is read (see encode_split)
+LITERAL_MEANINGS = {
+    UNK: "the unknown word, as PTB-style files write it",
+    EOS: "the end-of-sentence symbol; every sentence also gets its own <eos>, so a file "
+         "that already ends its sentences with one scores each end twice: remove them",
+    PAD: "<unk> (the <pad> id marks padding, which no loss counts)",
+}
+
+
+def literal_notices(path: Path, documents: list[Document], lines: list[int]) -> list[str]:
+    """One line per reserved word written in ``path``'s text: how often, the first source
+    line (``lines``: each document's), and how it is read."""
+    return [f"{path}: {count} literal {word} (first at line {lines[first - 1]}), read as "
+            f"{LITERAL_MEANINGS[word]}"
+            for word, (count, first) in literal_specials(documents).items()]
+
+
+def literal_specials(documents: list[Document]) -> dict[str, tuple[int, int]]:
+    """``{reserved word: (times written in the text, first document from 1)}``."""
+    found: dict[str, tuple[int, int]] = {}
+    for number, document in enumerate(documents, start=1):
+        if LITERAL_MEANINGS.keys().isdisjoint(itertools.chain.from_iterable(document)):
+            continue                                  # the common case, scanned in C
+        for word in itertools.chain.from_iterable(document):
+            if word in LITERAL_MEANINGS:
+                count, first = found.get(word, (0, number))
+                found[word] = (count + 1, first)
+    return found
+
+
 def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> Corpus:
     documents, lines = {}, {}
     for split in SPLITS:
@@ -194,6 +228,8 @@ def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> C
             log(line)
         if not documents[split]:
             raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
+        for line in literal_notices(path, documents[split], stats.lines):
+            log(line)
     counts, doc_counts = word_counts(documents["train"])
     lm_vocab = build_lm_vocab(counts, config.min_freq)
     topic_vocab = build_topic_vocab(

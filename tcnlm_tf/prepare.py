@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Sequence
 from nltk.tokenize import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
 
-from tcnlm_tf.corpus import format_document, write_lines
+from tcnlm_tf.corpus import decode_text, format_document, write_lines
 from tcnlm_tf.errors import UserError
 
 SPLIT_NAMES = ("train", "valid", "test")
@@ -167,16 +167,20 @@ def _list_input_files(root: Path, pattern: str, exclude: Path | None) -> list[Pa
 
 
 def _decode(data: bytes, encoding: str) -> str:
-    """Decode with undecodable bytes marked by :data:`_UNDECODABLE_MARK`."""
+    """Decode with undecodable bytes marked by :data:`_UNDECODABLE_MARK`; a file that starts
+    with a byte-order mark is read as the mark says (:func:`tcnlm_tf.corpus.decode_text`)."""
     try:
-        return data.decode(encoding, errors=_MARK_ERRORS)
+        return decode_text(data, encoding, errors=_MARK_ERRORS)
     except LookupError:
         raise UserError(f"--encoding {encoding!r}: unknown text encoding (try utf-8 or latin-1)") from None
 
 
 def _lines(text: str) -> list[str]:
-    """Lines of ``text`` split at LF or CRLF only (form feeds and U+2028 stay inside a line)."""
-    return text.replace("\r\n", "\n").removesuffix("\n").split("\n")
+    """Lines of ``text`` split at LF, CRLF or a lone CR (classic Mac OS files), as
+    :func:`tcnlm_tf.corpus.utf8_lines` splits them; form feeds and U+2028 stay inside a
+    line."""
+    lines = re.split(r"\r\n?|\n", text)
+    return lines[:-1] if len(lines) > 1 and lines[-1] == "" else lines
 
 
 def _add_document(corpus: RawCorpus, text: str) -> None:

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tcnlm_tf.corpus import Document, write_lines
+from tcnlm_tf.corpus import Document, decode_text, write_lines
 from tcnlm_tf.errors import UserError
 
 PAD = "<pad>"
@@ -59,7 +59,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: Path, unk: str | None = None) -> "Vocabulary":
-        return cls(Path(path).read_text(encoding="utf-8").splitlines(), unk=unk)
+        return cls(decode_text(Path(path).read_bytes()).splitlines(), unk=unk)
 
 
 def word_counts(documents: Iterable[Document]) -> tuple[collections.Counter, collections.Counter]:
@@ -95,7 +95,7 @@ def load_stopwords(path: Path | None = None) -> frozenset[str]:
     path = Path(path) if path is not None else DEFAULT_STOPWORDS
     if not path.is_file():
         raise UserError(f"stop-word list not found: {path} (expected one word per line)")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = decode_text(path.read_bytes(), errors="replace").splitlines()
     return frozenset(w.strip().lower() for w in lines if w.strip() and not w.startswith("#"))
 
 

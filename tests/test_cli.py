@@ -170,6 +170,8 @@ def test_runs_dir_defaults_to_the_environment_variable(monkeypatch, tmp_path):
     (["--topic-min-docs", "-1"], "--topic-min-docs must be >= 1"),
     (["--max-doc-tokens", "0"], "--max-doc-tokens must be >= 1"),
     (["--patience", "0"], "--patience must be >= 1"),
+    # the synthetic corpus reads no files: a --data-dir given without --dataset was ignored
+    (["--data-dir", "data"], "--data-dir is where the files of --dataset"),
 ])
 def test_out_of_range_integer_settings_are_one_line_errors(flags, fragment, tmp_path, capsys):
     """Found by fuzzing every numeric train.run option (issue 27 item 8): sizes past int32

@@ -243,3 +243,45 @@ def test_commit_records_needs_a_record_dir_in_a_git_work_tree(tmp_path, capsys):
             compare(tiny_args(tmp_path, *extra))
         err = capsys.readouterr().err.strip()
         assert fragment in err and "\n" not in err
+
+
+def test_a_second_comparison_of_one_directory_is_refused_while_the_first_runs(tmp_path,
+                                                                             capsys):
+    """Fuzzing every command twice at once (issue 27 item 8): a second evaluate.compare of
+    one --name (a resubmitted job) trained its rows beside the first one's (``lstm-2``) and
+    tabulated them; it is now refused with one line while the first runs."""
+    import os
+    import sys
+    import time
+
+    from tests.conftest import REPO_ROOT
+
+    argv = tiny_args(tmp_path, "--models", "lstm")
+    first = subprocess.Popen([sys.executable, "-m", "evaluate.compare", *argv], cwd=REPO_ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    settings = tmp_path / "runs" / "cmp" / "compare.json"
+    deadline = time.monotonic() + 120
+    while not settings.is_file():
+        assert first.poll() is None and time.monotonic() < deadline, "the first did not start"
+        time.sleep(0.05)
+    with pytest.raises(SystemExit) as exit_info:
+        compare(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err
+    assert f"is in use by process {first.pid} on " in err and "another --name" in err
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    runs = sorted(p.name for p in (tmp_path / "runs" / "cmp").iterdir() if p.is_dir())
+    assert "lstm" in runs and "lstm-2" not in runs
+
+
+def test_a_comparison_started_in_another_directory_trains_its_rows(tmp_path, monkeypatch):
+    """Found fuzzing evaluate.compare in a working directory of its own (issue 27 item 8):
+    its rows' ``python -m train.run`` could not import the trainer ("training failed for
+    lstm") unless the project was on PYTHONPATH; relative paths stay relative to it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    results = compare(["--models", "lstm", "--runs-dir", "runs", "--cache-dir", "cache",
+                       "--name", "cmp", "--max-epochs", "1", "--", *TINY])
+    assert "test_perplexity" in results["lstm"]
+    assert (tmp_path / "runs" / "cmp" / "lstm" / "metrics.json").is_file()

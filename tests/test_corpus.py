@@ -1,5 +1,12 @@
-"""Corpus reading: the TDLM format and every kind of bad line."""
+"""Corpus reading: the TDLM format, every kind of bad line, and the encodings and line ends
+files are saved with."""
+import codecs
+
+import pytest
+
 from tcnlm_tf.corpus import parse_document, read_corpus_file, write_corpus_file
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.vocab import Vocabulary, load_stopwords
 
 
 def test_parse_document_splits_sentences_on_tabs_and_tokens_on_spaces():
@@ -36,3 +43,46 @@ def test_write_then_read_round_trip(tmp_path):
     write_corpus_file(tmp_path / "x.txt", documents)
     assert (tmp_path / "x.txt").read_text() == "a b\tc\nd e f\n"
     assert read_corpus_file(tmp_path / "x.txt")[0] == documents
+
+
+#: one small corpus in the encodings and line-end conventions editors save (issue 27 item 8)
+TEXT = "the cat sat\tit ran away\na dog barked\tthen it slept\n"
+DOCUMENTS = [[["the", "cat", "sat"], ["it", "ran", "away"]],
+             [["a", "dog", "barked"], ["then", "it", "slept"]]]
+SAVED_AS = {
+    "UTF-8 with a byte-order mark": codecs.BOM_UTF8 + TEXT.encode(),
+    "CRLF line ends": TEXT.replace("\n", "\r\n").encode(),
+    "classic Mac OS CR line ends": TEXT.replace("\n", "\r").encode(),
+    "UTF-16 with its mark (an editor's 'Unicode')": TEXT.encode("utf-16"),
+    "UTF-16 big-endian with its mark": codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"),
+    "UTF-32 with its mark": TEXT.encode("utf-32"),
+}
+
+
+@pytest.mark.parametrize("kind", list(SAVED_AS))
+def test_every_saved_form_reads_as_the_same_documents(tmp_path, kind):
+    """Found fuzzing input files (issue 27 item 8): a UTF-8 mark was glued to the first word
+    (a word of its own in every vocabulary), a CR-only file was read as one document with
+    nothing reported, and a UTF-16 file's lines were all skipped."""
+    path = tmp_path / "train.txt"
+    path.write_bytes(SAVED_AS[kind])
+    documents, stats = read_corpus_file(path)
+    assert documents == DOCUMENTS and stats.problems(path) == []
+    assert stats.lines == [1, 2]
+
+
+def test_a_broken_utf16_file_is_a_one_line_error(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes(TEXT.encode("utf-16") + b"\x00\xd8")     # a lone high surrogate
+    with pytest.raises(UserError, match="UTF-16 byte-order mark but is not UTF-16 text"):
+        read_corpus_file(path)
+
+
+@pytest.mark.parametrize("data", [codecs.BOM_UTF8 + b"the\ncat\n", "the\ncat\n".encode("utf-16"),
+                                  b"the\rcat\r"], ids=["UTF-8 mark", "UTF-16", "CR"])
+def test_stopword_lists_and_vocabularies_read_every_saved_form(tmp_path, data):
+    """A marked stop-word list lost its first word (``\\ufeffthe`` is no stop word)."""
+    path = tmp_path / "words.txt"
+    path.write_bytes(data)
+    assert {"the", "cat"} <= load_stopwords(path)
+    assert Vocabulary.load(path, unk=None).words[:2] == ["the", "cat"]

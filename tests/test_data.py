@@ -114,3 +114,33 @@ def test_a_literal_pad_in_the_text_is_unk_and_still_counted(tmp_path):
     assert arrays.lm_ids.tolist() == [vocab.index["the"], vocab.unk_id, vocab.index["vote"],
                                       vocab.unk_id, vocab.index[EOS]]
     assert 0 not in arrays.lm_ids.tolist()          # no token looks like padding
+
+
+def test_reserved_words_written_in_the_text_are_reported(tmp_path, capsys):
+    """Fuzzing reserved tokens (issue 27 item 8): a corpus whose sentences already end in a
+    literal <eos> got a second <eos> after each, scoring every end twice, with nothing said.
+    The reading is kept (PTB-style files write <unk>), and each kind is reported once per
+    file, in training and in the evaluators' --text-file."""
+    from evaluate.common import read_documents
+    from tcnlm_tf.vocab import EOS, UNK
+
+    write_corpus(tmp_path / "data", extra=f"a vote {EOS}\tthe {UNK} won {EOS}\n")
+    logs = []
+    load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
+    train = tmp_path / "data" / "apnews" / "train.txt"
+    assert f"{train}: 2 literal {EOS} (first at line 13), read as the end-of-sentence " \
+           "symbol; every sentence also gets its own <eos>" in "\n".join(logs)
+    assert f"{train}: 1 literal {UNK} (first at line 13), read as the unknown word" \
+           in "\n".join(logs)
+    read_documents(train)
+    assert f"2 literal {EOS} (first at line 13)" in capsys.readouterr().out
+
+
+def test_a_stopword_list_that_is_not_there_is_an_error_even_with_a_cached_corpus(tmp_path):
+    """Found fuzzing train.run's options (issue 27 item 8): a mistyped --stopwords path gave
+    the cache key of no list, so a corpus cached with the default list was used in silence."""
+    write_corpus(tmp_path / "data")
+    load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=lambda _: None)
+    with pytest.raises(UserError, match="stop-word list not found: .*typo.txt"):
+        load_corpus(config(tmp_path / "data", stopwords=str(tmp_path / "typo.txt")),
+                    cache_dir=tmp_path / "cache", log=lambda _: None)

@@ -252,8 +252,7 @@ def test_word2vec_is_reproducible_and_rejects_bad_settings(workdir, word2vec_fil
     second, _ = read_vectors(again, words, dim)
     assert found.all()
     np.testing.assert_allclose(first, second, atol=1e-6)     # same seed, one worker
-    for bad, fragment in ((["--dim", "0"], "--dim must be a positive integer"),
-                          (["--sample", "2"], "--sample must be in [0, 1)"),
+    for bad, fragment in ((["--sample", "2"], "--sample must be in [0, 1)"),
                           (["--dataset", "apnews", "--data-dir", str(workdir / "none")],
                            "apnews corpus not found")):
         with pytest.raises(SystemExit) as stop:
@@ -261,6 +260,10 @@ def test_word2vec_is_reproducible_and_rejects_bad_settings(workdir, word2vec_fil
         assert stop.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and fragment in err[0], err
+    with pytest.raises(SystemExit) as stop:                 # argparse's error for the flag
+        main(["--dim", "0", "--output", str(workdir / "bad.bin")])
+    assert stop.value.code == 2
+    assert "argument --dim: expected an integer from 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))

@@ -165,7 +165,8 @@ def test_topics_rejects_a_non_positive_top_n(tcnlm_run, capsys):
     from evaluate.topics import main
     with pytest.raises(SystemExit) as stop:
         main(run_args(tcnlm_run, "--top-n", "0"))
-    assert stop.value.code == 2 and "--top-n must be a positive integer" in capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "argument --top-n: expected an integer from 1" in capsys.readouterr().err
 
 
 def test_topic_vector_conditions_generation(tcnlm_run):

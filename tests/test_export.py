@@ -282,3 +282,28 @@ def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match="generate: temperature must be a finite number"):
             signatures["generate"](**one, seed=seed, temperature=tf.constant(temperature))
+
+
+@pytest.mark.parametrize("name", ["lstm", "tcnlm"])
+def test_signatures_serve_over_long_and_non_utf8_inputs(exports, name):
+    """Fuzzing the serving inputs (issue 27 item 8): a 20,000-word sentence is scored whole
+    (sentences are never cut to the training --seq-len), and bytes that are not UTF-8 are
+    words like any other, unknown to the vocabulary: <unk>, counted and scored."""
+    _, out = exports
+    signatures = tf.saved_model.load(str(out[name][1])).signatures
+    long = " ".join(f"w{i % 50}" for i in range(20_000))
+    not_utf8 = b"caf\xe9 \xff\xfe the \xc3"
+    for document in ("", long, not_utf8):
+        scored = signatures["score"](sentences=tf.constant([long, not_utf8]),
+                                     documents=tf.constant([document, document]))
+        assert scored["num_tokens"].numpy().tolist() == [20_001, 5]
+        assert np.all(np.isfinite(scored["perplexity"].numpy()))
+        tokens = [t.decode() for t in scored["tokens"].numpy()[1][:5]]
+        assert tokens == ["<unk>", "<unk>", "the", "<unk>", "<eos>"]
+        words = signatures["next_words"](context=tf.constant([long, not_utf8]),
+                                         documents=tf.constant([document, document]),
+                                         k=tf.constant(3))["words"]
+        assert words.shape == [2, 3]
+    if name == "tcnlm":
+        topics = signatures["infer_topics"](documents=tf.constant([long, not_utf8]))["topics"]
+        np.testing.assert_allclose(topics.numpy().sum(axis=1), 1.0, rtol=1e-5)

@@ -1,6 +1,7 @@
 """Raw text to the TDLM corpus format: tcnlm_tf.prepare and the ``python -m train.prepare`` CLI."""
 from __future__ import annotations
 
+import codecs
 import subprocess
 import sys
 from collections import Counter
@@ -173,6 +174,25 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     assert read_raw_documents(lines).undecodable == 2
 
 
+@pytest.mark.parametrize("encode", [
+    lambda text: codecs.BOM_UTF8 + text.encode("utf-8"),
+    lambda text: text.replace("\n", "\r").encode("utf-8"),
+    lambda text: text.encode("utf-16"),
+], ids=["UTF-8 mark", "CR line ends", "UTF-16 with its mark"])
+def test_input_saved_in_other_forms_prepares_the_same_corpus(tmp_path, encode):
+    """Found fuzzing input files (issue 27 item 8): with --encoding utf-8 (the default) a
+    CR-only file was one document and a UTF-16 file turned into one-letter tokens (a UTF-8
+    mark was already dropped by the tokenizer)."""
+    text = "\n".join(RAW_DOCUMENTS) + "\n"
+    (tmp_path / "plain.txt").write_bytes(text.encode("utf-8"))
+    (tmp_path / "saved.txt").write_bytes(encode(text))
+    plain = prepare_corpus(tmp_path / "plain.txt", tmp_path / "plain", split=None, log=None)
+    saved = prepare_corpus(tmp_path / "saved.txt", tmp_path / "saved", split=None, log=None)
+    assert saved.undecodable == 0 and saved.documents_read == plain.documents_read == 6
+    assert (_parse_tdlm(tmp_path / "saved" / "all.txt")
+            == _parse_tdlm(tmp_path / "plain" / "all.txt"))
+
+
 def test_empty_files_are_skipped_and_counted(tmp_path):
     _write_docs(tmp_path / "raw", RAW_DOCUMENTS[:3])
     (tmp_path / "raw" / "empty.txt").write_text("", encoding="utf-8")
@@ -239,7 +259,9 @@ def test_cli_rejects_bad_flags(tmp_path, capsys):
     base = ["--input", str(raw), "--output", str(tmp_path / "out")]
     assert "sum to 1" in _run_main_expecting_user_error(capsys, [*base, "--split", "0.5,0.5,0.5"])
     assert "--no-split" in _run_main_expecting_user_error(capsys, [*base, "--output-name", "x.txt"])
-    assert "--max-doc-tokens" in _run_main_expecting_user_error(capsys, [*base, "--max-doc-tokens", "0"])
+    with pytest.raises(SystemExit) as exit_info:          # argparse's error for the flag
+        main([*base, "--max-doc-tokens", "0"])
+    assert exit_info.value.code == 2 and "argument --max-doc-tokens" in capsys.readouterr().err
     assert "--encoding" in _run_main_expecting_user_error(capsys, [*base, "--encoding", "no-such-codec"])
     assert not (tmp_path / "out").exists()
 

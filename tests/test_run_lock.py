@@ -2,6 +2,7 @@
 end in two directories, each with its own configuration, weights and numbers; a resume of a
 run another process is training is a one-line error; a crashed holder leaves no stale
 lock."""
+import importlib
 import json
 import os
 import re
@@ -102,3 +103,26 @@ def test_exports_at_once_take_one_version_each_and_bad_output_dirs_are_one_line(
     result = subprocess.run([*command[:-1], str(tmp_path / "file" / "saved")], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=300)
     assert_one_line_error(result, "cannot write the export under", "--output-dir")
+
+
+def test_evaluators_run_twice_at_once_on_one_run_both_finish_whole(tmp_path):
+    """Every command twice at once on one run (issue 27 item 8), for the evaluators that
+    write into it: each output (topics.txt, coherence.json) is written
+    under a name of its own process and renamed into place, so two at once both exit 0 and
+    the file is one whole copy of the same content, never a mix of two."""
+    from tcnlm_tf.models.registry import MODELS
+
+    flags = ["--model", "tcnlm", *MODELS["tcnlm"].test_flags]
+    main(TINY + flags + run_flags(tmp_path, "shared"))
+    run = tmp_path / "runs" / "shared"
+    for module, output in (("evaluate.topics", "topics.txt"),
+                           ("evaluate.coherence", "coherence.json")):
+        command = [sys.executable, "-m", module, "--run", str(run)]
+        processes = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        outputs = [process.communicate(timeout=600)[0] for process in processes]
+        assert [process.returncode for process in processes] == [0, 0], outputs
+        together = (run / output).read_text()
+        importlib.import_module(module).main(["--run", str(run)])       # alone
+        assert (run / output).read_text() == together, module
+        assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ from evaluate.serving_client import (ServingClient, ServingError, build_request,
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.mixtures import topic_mixture
 from tests.conftest import REPO_ROOT
+from tests.serving_stub import PredictHandler
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -48,58 +49,16 @@ def test_topic_mixture():
             topic_mixture(3, mixture=bad)
 
 
-class _Predict(BaseHTTPRequestHandler):
-    """``POST /v1/models/<name>:predict`` in the columnar format, as TF Serving answers it:
-    named outputs as lists, one unnamed output when the signature has only one, and
-    ``{"error": ...}`` with status 400 for a bad request."""
-
-    models: dict = {}
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        import tensorflow as tf
-
-        match = re.fullmatch(r"/v1/models/([^/:]+)(?:/versions/\d+)?:predict", self.path)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        try:
-            model = self.models[match.group(1)]
-            fn = model.signatures[body.get("signature_name", "serving_default")]
-            specs = fn.structured_input_signature[1]
-            if set(body["inputs"]) != set(specs):
-                raise ValueError(f"inputs {sorted(body['inputs'])} != {sorted(specs)}")
-            args = {k: tf.constant(v, dtype=specs[k].dtype) for k, v in body["inputs"].items()}
-            outputs = {k: v.numpy().tolist() for k, v in fn(**args).items()}
-            outputs = {k: _decode(v) for k, v in outputs.items()}
-            answer = {"outputs": next(iter(outputs.values())) if len(outputs) == 1 else outputs}
-            status = 200
-        except Exception as err:   # noqa: BLE001 - TF Serving answers every failure this way
-            answer, status = {"error": str(err).splitlines()[0]}, 400
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def _decode(value):
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value.decode() if isinstance(value, bytes) else value
-
-
 @pytest.fixture(scope="module")
 def server(exports):
     import tensorflow as tf
 
     _, out = exports
-    _Predict.models = {name: tf.saved_model.load(str(path)) for name, (_, path) in out.items()}
-    httpd = HTTPServer(("127.0.0.1", 0), _Predict)
+    PredictHandler.models = {name: tf.saved_model.load(str(path)) for name, (_, path) in out.items()}
+    httpd = HTTPServer(("127.0.0.1", 0), PredictHandler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", _Predict.models
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", PredictHandler.models
     httpd.shutdown()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from tcnlm_tf import prepare
+from tcnlm_tf.arguments import integer, random_seed
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 DESCRIPTION = """\
@@ -56,10 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"file name for --no-split (default: {prepare.DEFAULT_OUTPUT_NAME})",
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the train/valid/test shuffle (default: %(default)s)")
+    parser.add_argument("--seed", type=random_seed, default=0, metavar="N", help="seed of the train/valid/test shuffle (default: %(default)s)")
     parser.add_argument(
         "--max-doc-tokens",
-        type=int,
+        type=integer(1),
         default=prepare.DEFAULT_MAX_DOC_TOKENS,
         metavar="N",
         help="truncate longer documents to this many tokens (default: %(default)s)",

@@ -18,13 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tcnlm_tf.arguments import finite_float, int_list
 from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
                              SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
-                             TrainConfig, apply_decoder_dropouts, apply_preset, default_cache_dir,
-                             default_data_dir, default_runs_dir)
+                             TrainConfig, apply_decoder_dropouts, apply_preset,
+                             check_data_dir_given, default_cache_dir, default_data_dir,
+                             default_runs_dir)
 from tcnlm_tf.data import corpus_location, load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import MODELS, all_options, finite_float, int_list, models_with
+from tcnlm_tf.models.registry import MODELS, all_options, models_with
 from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, warn_if_slow
 from tcnlm_tf.runlock import RunLock, holder, try_lock
 from tcnlm_tf.vocab import TOP_AMONG
@@ -229,6 +231,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     then explicit flags. A model option given for a model that has no such option is an
     error."""
     explicit = explicit_settings(args)
+    check_data_dir_given(args.dataset or "synthetic", args.data_dir)
     config = RunConfig()
     for section, names in FIELDS.items():
         target = getattr(config, section)

@@ -17,12 +17,13 @@ import time
 import zlib
 from pathlib import Path
 
-from tcnlm_tf.config import DATASETS, DataConfig, default_cache_dir, default_data_dir
+from tcnlm_tf.arguments import finite_float, integer, random_seed
+from tcnlm_tf.config import (DATASETS, DataConfig, check_data_dir_given, default_cache_dir,
+                             default_data_dir)
 from tcnlm_tf.corpus import read_corpus_file
 from tcnlm_tf.data import source_dir
 from tcnlm_tf.embeddings import BINARY, TEXT, write_vectors
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.models.registry import finite_float
 from train.run import _key_value
 
 FORMATS = (BINARY, TEXT)
@@ -56,35 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=FORMATS, default="binary",
                         help="binary (the word2vec C tool's and Google News's format) or text "
                         "(default: %(default)s)")
-    parser.add_argument("--dim", type=int, default=300,
+    parser.add_argument("--dim", type=integer(1), default=300,
                         help="vector size; must equal the model's --embedding-dim "
                         "(default: %(default)s)")
-    parser.add_argument("--window", type=int, default=5, help="context window (default: 5)")
-    parser.add_argument("--min-count", type=int, default=2,
+    parser.add_argument("--window", type=integer(1), default=5, help="context window (default: 5)")
+    parser.add_argument("--min-count", type=integer(1), default=2,
                         help="words seen fewer times get no vector (default: 2)")
-    parser.add_argument("--negative", type=int, default=5,
+    parser.add_argument("--negative", type=integer(1), default=5,
                         help="negative samples per word (default: 5)")
     parser.add_argument("--sample", type=finite_float, default=1e-5,
                         help="sub-sampling threshold of frequent words (default: 1e-5)")
     parser.add_argument("--cbow", action="store_true",
                         help="train CBOW instead of skip-gram")
-    parser.add_argument("--epochs", type=int, default=100,
+    parser.add_argument("--epochs", type=integer(1), default=100,
                         help="passes over the training split (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--workers", type=integer(1), default=1,
                         help="training threads (default: 1, reproducible)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
     return parser
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name in ("dim", "window", "min_count", "negative", "epochs", "workers"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be a positive integer "
-                            f"(got {getattr(args, name)})")
+    check_data_dir_given(args.dataset, args.data_dir)
     if not 0 <= args.sample < 1:
         raise UserError(f"--sample must be in [0, 1) (got {args.sample})")
-    if args.seed < 0:
-        raise UserError(f"--seed must be >= 0 (got {args.seed})")
     if args.synthetic and args.dataset != "synthetic":
         raise UserError("--synthetic settings only apply to --dataset synthetic")
     if args.output.is_dir():

@@ -18,31 +18,8 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
+from tcnlm_tf.arguments import int_list
 from tcnlm_tf.errors import UserError
-
-
-def finite_float(text: str) -> float:
-    """A finite number (an argparse type): ``inf``, ``nan`` and values that overflow a
-    double (``1e999``) are refused, so no option can carry a non-finite value into a run."""
-    import argparse
-    import math
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def int_list(text: str) -> list[int]:
-    """'256,256' -> [256, 256] (an argparse type)."""
-    import argparse
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-
 
 #: ``Option.legacy`` of an option whose runs from before it existed used its default
 SAME_AS_DEFAULT = object()

@@ -82,19 +82,13 @@ import tensorflow as tf
 
 from layers.topic_attention import ConvolutionalTopicModel, TopicGate
 from tcnlm_tf import pipeline
+from tcnlm_tf.corpus import utf8_lines
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context, Task, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
 from tcnlm_tf.precision import FLOAT32
 
 SPLITS = ("train", "valid", "test")
-
-
-def _lines(path: Path) -> list[bytes]:
-    """The lines of a file as the corpus reader counts them (a final newline ends a line)."""
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    return lines[:-1] if lines and lines[-1] == b"" else lines
 
 
 def read_side_files(directory: str, corpus_dir: Path, flag: str) -> dict[str, list[str]]:
@@ -109,12 +103,12 @@ def read_side_files(directory: str, corpus_dir: Path, flag: str) -> dict[str, li
                 raise UserError(f"{flag} {directory}: no {path} (one line per line of "
                                 f"{corpus_dir / 'train.txt'})")
             continue
-        lines, corpus = _lines(path), _lines(corpus_dir / f"{split}.txt")
+        lines, corpus = list(utf8_lines(path)), list(utf8_lines(corpus_dir / f"{split}.txt"))
         if len(lines) != len(corpus):
             raise UserError(f"{path} has {len(lines)} lines but {corpus_dir / f'{split}.txt'} "
                             f"has {len(corpus)}: {flag} files need one line per corpus line")
         try:
-            found[split] = [line.decode("utf-8").rstrip("\r") for line in lines]
+            found[split] = [line.decode("utf-8") for line in lines]
         except UnicodeDecodeError:
             raise UserError(f"{path} is not UTF-8 text")
     return found
