@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED := 1
 WORDNET_DIR ?= $(or $(TCNLM_WORDNET_DIR),/usr/share/wordnet)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q wordnet-base
 
-.PHONY: install wordnet demo test test-fast bench clean
+.PHONY: install wordnet demo test test-fast lint bench clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,16 @@ test: install
 ## exports; about a minute), for the edit-test loop. CI runs `make test`.
 test-fast: install
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+
+## lint: ruff with the configuration in pyproject.toml (pyflakes and pycodestyle, 100
+## columns); CI runs it before the tests.
+lint: install
+	$(PY) -m ruff check .
+
+## bench: every section of the benchmark harness (recurrent layers, whole models, decoders,
+## scaling) on this machine; `python -m evaluate.benchmark --help` picks sections and sizes.
+bench: install
+	$(PY) -m evaluate.benchmark
 
 clean:
 	rm -rf runs .cache .pytest_cache

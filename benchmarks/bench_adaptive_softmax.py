@@ -37,7 +37,8 @@ def parse_args(argv=None):
     parser.add_argument("--vocab", type=int, default=30000, help="vocabulary size (default 30000)")
     parser.add_argument("--dim", type=int, default=600, help="hidden size d (default 600)")
     parser.add_argument("--batch", type=int, default=64, help="sequences per batch (default 64)")
-    parser.add_argument("--time-steps", type=int, default=30, help="tokens per sequence (default 30)")
+    parser.add_argument("--time-steps", type=int, default=30,
+                        help="tokens per sequence (default 30)")
     parser.add_argument(
         "--cutoffs",
         type=int,
@@ -45,8 +46,10 @@ def parse_args(argv=None):
         default=None,
         help="adaptive cluster boundaries (default: default_cutoffs(vocab))",
     )
-    parser.add_argument("--div-value", type=finite_float, default=4.0, help="tail projection divisor (default 4)")
-    parser.add_argument("--zipf", type=finite_float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
+    parser.add_argument("--div-value", type=finite_float, default=4.0,
+                        help="tail projection divisor (default 4)")
+    parser.add_argument("--zipf", type=finite_float, default=1.0,
+                        help="Zipf exponent of the targets (default 1.0)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per layer (default 1)")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per layer (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

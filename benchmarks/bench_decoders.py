@@ -49,7 +49,8 @@ Every figure is computed in the run; nothing is hard-coded.
 
     python -m benchmarks.bench_decoders                 # APNEWS + WordNet, all four decoders
     python -m benchmarks.bench_decoders --repeats 2 --time-steps 10     # a quick look
-    python -m benchmarks.bench_decoders --knowledge-base runs/X/knowledge_base.npz --decoders softmax,sdlm
+    python -m benchmarks.bench_decoders --knowledge-base runs/X/knowledge_base.npz \\
+        --decoders softmax,sdlm
 
 References: Gu et al., "Language Modeling with Sparse Product of Sememe Experts" (EMNLP
 2018); Yang et al., "Breaking the Softmax Bottleneck" (ICLR 2018); Grave et al., "Efficient
@@ -100,13 +101,16 @@ def parse_args(argv=None):
     parser.add_argument("--embedding-dim", type=int, default=300,
                         help="shared input embedding size (default 300)")
     parser.add_argument("--batch", type=int, default=64, help="sequences per batch (default 64)")
-    parser.add_argument("--time-steps", type=int, default=30, help="tokens per sequence (default 30)")
+    parser.add_argument("--time-steps", type=int, default=30,
+                        help="tokens per sequence (default 30)")
     parser.add_argument("--cutoffs", type=int, nargs="+", default=None,
                         help="adaptive cluster boundaries (default: default_cutoffs(V))")
     parser.add_argument("--num-bases", type=int, default=5, help="sdlm bases R (default 5)")
     parser.add_argument("--mixtures", type=int, default=10, help="mos components (default 10)")
-    parser.add_argument("--zipf", type=finite_float, default=1.0, help="Zipf exponent of the targets (default 1.0)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per decoder (default 1)")
+    parser.add_argument("--zipf", type=finite_float, default=1.0,
+                        help="Zipf exponent of the targets (default 1.0)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed steps per decoder (default 1)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
@@ -142,7 +146,8 @@ def load_knowledge_base(args):
 
     corpus = load_corpus(DataConfig(dataset=DATASET, data_dir=str(args.data_dir),
                                     min_freq=args.min_freq),
-                         cache_dir=args.cache_dir, log=lambda message: print(message, file=sys.stderr))
+                         cache_dir=args.cache_dir,
+                         log=lambda message: print(message, file=sys.stderr))
     words = list(corpus.lm_vocab.words)
     kb = knowledge.build_knowledge_base("wordnet", words)
     return kb, f"{DATASET} LM vocabulary (min_freq {args.min_freq}) + wordnet"

@@ -656,8 +656,8 @@ def decoders_section(args) -> None:
     from layers.adaptive_softmax import default_cutoffs
     from tcnlm_tf import decoders, knowledge
 
-    b, l, H, E = args.decoder_batch, args.decoder_seq_len, args.hidden_size, args.input_size
-    print(f"decoders, forward + backward: hidden states [{b}, {l}, {H}], embedding {E}, "
+    b, L, H, E = args.decoder_batch, args.decoder_seq_len, args.hidden_size, args.input_size
+    print(f"decoders, forward + backward: hidden states [{b}, {L}, {H}], embedding {E}, "
           f"Zipf({args.zipf}) targets, sdlm R={args.num_bases} (left normalisation), "
           f"mos {args.mixtures} mixtures, adaptive default_cutoffs(V); knowledge base: "
           f"random with {EXPERTS_PER_WORD} experts per word and {SENSES_PER_EXPERT:g} senses "
@@ -670,8 +670,8 @@ def decoders_section(args) -> None:
         options = decoder_options(kb, default_cutoffs(V), args.num_bases, args.mixtures)
         embedding = keras.layers.Embedding(V, E, name="embedding")
         embedding.build((None,))
-        targets = zipf_targets(rng, V, (b, l), args.zipf)
-        hidden = tf.Variable(rng.normal(size=(b, l, H)).astype("float32"), name="hidden")
+        targets = zipf_targets(rng, V, (b, L), args.zipf)
+        hidden = tf.Variable(rng.normal(size=(b, L, H)).astype("float32"), name="hidden")
         contenders = {}
         for name in DECODERS:
             layer = decoders.make_output_layer(name, options[name], V, H, embedding)

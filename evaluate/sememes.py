@@ -41,8 +41,10 @@ def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
     carried = model.softmax.carried_sememe_probs(last).numpy()[0]
     real = np.arange(kb.num_real_sememes)   # the private sememes come after the real ones
     best_words = np.argsort(-word_probs)[:top]
-    by = lambda values: [(kb.sememes[k], float(values[k]))
-                         for k in real[np.argsort(-values[real])[:top]]]
+
+    def by(values):
+        return [(kb.sememes[k], float(values[k])) for k in real[np.argsort(-values[real])[:top]]]
+
     return {"text": text,
             "words": [(run.lm_vocab.words[i], float(word_probs[i])) for i in best_words],
             "sememes": by(q), "carried": by(carried)}

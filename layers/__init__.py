@@ -20,8 +20,8 @@ from layers.topic_model import BagOfWords, NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
-           "DocumentConvolution", "HoistedLSTM", "LDAInference", "LateFusionLSTM", "LateFusionLSTMCell",
-           "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes", "NeuralTopicModel",
-           "SememeDecoder", "TopicAttention",
-           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",
+           "DocumentConvolution", "HoistedLSTM", "LDAInference", "LateFusionLSTM",
+           "LateFusionLSTMCell", "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes",
+           "NeuralTopicModel", "SememeDecoder", "TopicAttention", "TopicCompositionalLSTM",
+           "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",
            "TopicState", "default_cutoffs"]

@@ -234,7 +234,10 @@ def stream_lanes(split: SplitArrays, seq_len: int, lanes: int,
             outputs[lane, :end - start] = stream[start + 1:end + 1]
     reset = np.zeros((num_batches, lanes), np.float32)
     reset[0] = 1.0
-    as_batches = lambda a: a.reshape(lanes, num_batches, seq_len).transpose(1, 0, 2)
+
+    def as_batches(a):
+        return a.reshape(lanes, num_batches, seq_len).transpose(1, 0, 2)
+
     return {"inputs": as_batches(inputs), "targets": as_batches(outputs), "reset": reset}
 
 
@@ -398,9 +401,10 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  context_options: Mapping[str, Any] | None = None,
                  protocol: str = CONTEXTS[0],
                  line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
-    """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream'); ``context_inputs``
-    names the document-context fields to add (with the model's ``context_options``, under
-    the context ``protocol``) and ``features`` per-document side inputs (sentence mode),
+    """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream');
+    ``context_inputs`` names the document-context fields to add (with the model's
+    ``context_options``, under the context ``protocol``) and ``features`` per-document side
+    inputs (sentence mode),
     ``examples`` reuses precomputed sequences; ``line_end`` (stream mode): whether
     ``<eos>`` follows each line."""
     if mode == "document":

@@ -33,6 +33,7 @@ files in the way) raises :class:`tcnlm_tf.errors.UserError`. The whole corpus is
 memory (raw text, then one output line per document), because Punkt is trained on all of it
 before any document is split.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -111,8 +112,10 @@ class PrepareSummary:
     def report(self) -> str:
         """A few human-readable lines: input, problems handled, and the files written."""
         lines = [
-            f"read {self.documents_read} documents from {self.files} file(s) under {self.input_path}",
-            f"skipped {self.empty_documents} empty document(s), {self.unreadable_files} unreadable file(s); "
+            f"read {self.documents_read} documents from {self.files} file(s) under "
+            f"{self.input_path}",
+            f"skipped {self.empty_documents} empty document(s), {self.unreadable_files} "
+            "unreadable file(s); "
             f"replaced undecodable bytes in {self.undecodable} file(s)/line(s); "
             f"truncated {self.truncated_documents} document(s) to {self.max_doc_tokens} tokens; "
             f"dropped {self.empty_sentences} empty sentence(s)",
@@ -120,7 +123,8 @@ class PrepareSummary:
         directory = self.outputs[0].path.parent
         lines.append(f"wrote {len(self.outputs)} file(s) to {directory}:")
         lines.extend(
-            f"  {out.path.name}: {out.documents} documents, {out.sentences} sentences, {out.tokens} tokens"
+            f"  {out.path.name}: {out.documents} documents, {out.sentences} sentences, "
+            f"{out.tokens} tokens"
             for out in self.outputs
         )
         return "\n".join(lines)
@@ -148,9 +152,13 @@ def validate_fractions(fractions: Sequence[float]) -> tuple[float, float, float]
     """Check there are three positive fractions summing to 1; return them as a tuple."""
     shown = ",".join(f"{f:g}" for f in fractions)
     if len(fractions) != len(SPLIT_NAMES):
-        raise UserError(f"split {shown}: expected three fractions (train,valid,test) like 0.8,0.1,0.1")
+        raise UserError(
+            f"split {shown}: expected three fractions (train,valid,test) like 0.8,0.1,0.1"
+        )
     if any(not f > 0 for f in fractions):
-        raise UserError(f"split {shown}: every fraction must be positive (use --no-split for one file)")
+        raise UserError(
+            f"split {shown}: every fraction must be positive (use --no-split for one file)"
+        )
     if abs(sum(fractions) - 1.0) > 1e-6:
         raise UserError(f"split {shown}: fractions must sum to 1, they sum to {sum(fractions):g}")
     return tuple(float(f) for f in fractions)  # type: ignore[return-value]
@@ -172,7 +180,9 @@ def _decode(data: bytes, encoding: str) -> str:
     try:
         return decode_text(data, encoding, errors=_MARK_ERRORS)
     except LookupError:
-        raise UserError(f"--encoding {encoding!r}: unknown text encoding (try utf-8 or latin-1)") from None
+        raise UserError(
+            f"--encoding {encoding!r}: unknown text encoding (try utf-8 or latin-1)"
+        ) from None
 
 
 def _lines(text: str) -> list[str]:
@@ -216,9 +226,13 @@ def read_raw_documents(
     elif root.is_dir():
         files = _list_input_files(root, glob, Path(exclude).resolve() if exclude else None)
         if not files:
-            raise UserError(f"input directory {root} has no files matching {glob!r} (choose others with --glob)")
+            raise UserError(
+                f"input directory {root} has no files matching {glob!r} (choose others with --glob)"
+            )
     else:
-        raise UserError(f"input {root} not found: expected a text file or a directory of text files")
+        raise UserError(
+            f"input {root} not found: expected a text file or a directory of text files"
+        )
     corpus = RawCorpus()
     for file in files:
         try:
@@ -309,12 +323,18 @@ def assign_splits(num_documents: int, fractions: Sequence[float], seed: int) -> 
     return [sorted(order[start:end]) for start, end in zip(starts, cuts)]
 
 
-def _output_paths(output_dir: Path, split: Sequence[float] | None, output_name: str, force: bool) -> list[Path]:
+def _output_paths(
+    output_dir: Path, split: Sequence[float] | None, output_name: str, force: bool
+) -> list[Path]:
     """Output file paths; refuses (UserError) a bad name or existing files without ``force``."""
     if split is None and (not output_name or Path(output_name).name != output_name):
-        raise UserError(f"--output-name {output_name!r}: expected a plain file name such as train.txt")
+        raise UserError(
+            f"--output-name {output_name!r}: expected a plain file name such as train.txt"
+        )
     if output_dir.exists() and not output_dir.is_dir():
-        raise UserError(f"output {output_dir} exists and is not a directory: expected a directory to write into")
+        raise UserError(
+            f"output {output_dir} exists and is not a directory: expected a directory to write into"
+        )
     names = [output_name] if split is None else [f"{name}.txt" for name in SPLIT_NAMES]
     paths = [output_dir / name for name in names]
     existing = [path.name for path in paths if path.exists()]
@@ -324,7 +344,10 @@ def _output_paths(output_dir: Path, split: Sequence[float] | None, output_name: 
 
 
 def _prepare_documents(
-    texts: list[str], splitter: PunktSentenceTokenizer, max_doc_tokens: int, log: Callable[[str], None] | None
+    texts: list[str],
+    splitter: PunktSentenceTokenizer,
+    max_doc_tokens: int,
+    log: Callable[[str], None] | None,
 ) -> tuple[list[_Document], Counter[str]]:
     """Tokenize every text into an output line; count empty, truncated and dropped items."""
     counts: Counter[str] = Counter()
@@ -381,21 +404,32 @@ def prepare_corpus(
     if split is not None:
         split = validate_fractions(split)
     paths = _output_paths(output_dir, split, output_name, force)
-    raw = read_raw_documents(input_path, one_per_line=one_per_line, glob=glob, encoding=encoding, exclude=output_dir)
+    raw = read_raw_documents(
+        input_path, one_per_line=one_per_line, glob=glob, encoding=encoding, exclude=output_dir
+    )
     _require_documents(raw.documents, input_path, raw)
     if log:
-        log(f"read {len(raw.documents)} documents from {raw.files} file(s); training sentence splitter")
+        log(
+            f"read {len(raw.documents)} documents from {raw.files} file(s); "
+            "training sentence splitter"
+        )
     splitter = train_sentence_splitter(raw.documents, log)
     documents, counts = _prepare_documents(raw.documents, splitter, max_doc_tokens, log)
     _require_documents(documents, input_path, raw)
-    groups = [list(range(len(documents)))] if split is None else assign_splits(len(documents), split, seed)
+    groups = (
+        [list(range(len(documents)))]
+        if split is None
+        else assign_splits(len(documents), split, seed)
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     outputs = []
     for path, indices in zip(paths, groups):
         chosen = [documents[i] for i in indices]
         write_lines(path, (doc.line for doc in chosen))
         outputs.append(
-            SplitSummary(path, len(chosen), sum(d.sentences for d in chosen), sum(d.tokens for d in chosen))
+            SplitSummary(
+                path, len(chosen), sum(d.sentences for d in chosen), sum(d.tokens for d in chosen)
+            )
         )
     return PrepareSummary(
         input_path=input_path,

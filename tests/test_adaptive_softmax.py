@@ -1,4 +1,5 @@
 """Tests for layers.adaptive_softmax (Grave et al., 2016 adaptive softmax)."""
+
 from __future__ import annotations
 
 import keras
@@ -52,7 +53,9 @@ def test_call_matches_factorised_reference():
         softmax(hidden @ w[f"tail_{i}_projection"] @ w[f"tail_{i}_kernel"] + w[f"tail_{i}_bias"])
         for i in range(2)
     ]
-    expected = np.concatenate([head[:, :10], head[:, 10:11] * tails[0], head[:, 11:12] * tails[1]], -1)
+    expected = np.concatenate(
+        [head[:, :10], head[:, 10:11] * tails[0], head[:, 11:12] * tails[1]], -1
+    )
     np.testing.assert_allclose(np.exp(layer(hidden).numpy()), expected, rtol=1e-5, atol=1e-7)
 
 
@@ -73,21 +76,27 @@ def test_target_log_prob_with_a_cluster_receiving_no_targets():
     layer = make_layer()
     rng = np.random.default_rng(3)
     hidden = rng.normal(size=(4, 5, DIM)).astype("float32")
-    targets = np.where(rng.random((4, 5)) < 0.5, rng.integers(0, 10, (4, 5)), rng.integers(25, 50, (4, 5)))
+    targets = np.where(
+        rng.random((4, 5)) < 0.5, rng.integers(0, 10, (4, 5)), rng.integers(25, 50, (4, 5))
+    )
     assert not np.any((targets >= 10) & (targets < 25))  # tail cluster 0 receives nothing
     got = layer.target_log_prob(hidden, targets).numpy()
     np.testing.assert_allclose(got, gathered(layer(hidden), targets), atol=1e-5)
     # Only head targets: no tail cluster is evaluated at all.
     head_only = rng.integers(0, 10, (4, 5))
     np.testing.assert_allclose(
-        layer.target_log_prob(hidden, head_only).numpy(), gathered(layer(hidden), head_only), atol=1e-5
+        layer.target_log_prob(hidden, head_only).numpy(),
+        gathered(layer(hidden), head_only),
+        atol=1e-5,
     )
 
 
 def _gradients(layer, hidden, targets):
     with tf.GradientTape() as tape:
         loss = -tf.reduce_mean(layer.target_log_prob(hidden, targets))
-    return dict(zip([w.name for w in layer.trainable_weights], tape.gradient(loss, layer.trainable_weights)))
+    return dict(
+        zip([w.name for w in layer.trainable_weights], tape.gradient(loss, layer.trainable_weights))
+    )
 
 
 def test_gradients_flow_to_every_touched_weight():
@@ -133,7 +142,9 @@ def test_training_on_zipfian_targets_reduces_nll():
     def step():
         with tf.GradientTape() as tape:
             nll = -tf.reduce_mean(layer.target_log_prob(hidden, targets))
-        optimizer.apply_gradients(zip(tape.gradient(nll, layer.trainable_weights), layer.trainable_weights))
+        optimizer.apply_gradients(
+            zip(tape.gradient(nll, layer.trainable_weights), layer.trainable_weights)
+        )
         return nll
 
     initial = float(step())
@@ -183,7 +194,9 @@ def test_replica_context_under_mirrored_strategy():
 
     log_p, grad_norm = strategy.run(replica_step, args=(tf.constant(hidden), tf.constant(targets)))
     np.testing.assert_allclose(
-        strategy.experimental_local_results(log_p)[0].numpy(), gathered(layer(hidden), targets), atol=1e-5
+        strategy.experimental_local_results(log_p)[0].numpy(),
+        gathered(layer(hidden), targets),
+        atol=1e-5,
     )
     assert np.isfinite(strategy.experimental_local_results(grad_norm)[0].numpy())
 
@@ -194,7 +207,9 @@ def test_target_log_prob_builds_layer_and_casts_hidden():
     targets = np.array([[0, 11, 30, 5], [49, 24, 25, 9]])
     got = layer.target_log_prob(hidden, targets)
     assert layer.built and got.dtype == tf.float32
-    np.testing.assert_allclose(got.numpy(), gathered(layer(hidden.astype("float32")), targets), atol=1e-5)
+    np.testing.assert_allclose(
+        got.numpy(), gathered(layer(hidden.astype("float32")), targets), atol=1e-5
+    )
 
 
 def test_parameter_count_matches_hand_computation():
@@ -218,9 +233,18 @@ def test_parameter_count_matches_hand_computation():
 def test_get_config_round_trip():
     layer = AdaptiveSoftmax(VOCAB, CUTOFFS, div_value=3.0, name="out")
     config = layer.get_config()
-    assert config["vocab_size"] == VOCAB and config["cutoffs"] == [10, 25] and config["div_value"] == 3.0
+    assert (
+        config["vocab_size"] == VOCAB
+        and config["cutoffs"] == [10, 25]
+        and config["div_value"] == 3.0
+    )
     clone = AdaptiveSoftmax.from_config(config)
-    assert (clone.vocab_size, clone.cutoffs, clone.div_value, clone.name) == (VOCAB, CUTOFFS, 3.0, "out")
+    assert (clone.vocab_size, clone.cutoffs, clone.div_value, clone.name) == (
+        VOCAB,
+        CUTOFFS,
+        3.0,
+        "out",
+    )
     assert keras.saving.get_registered_name(AdaptiveSoftmax) == "tcnlm_tf>AdaptiveSoftmax"
 
 

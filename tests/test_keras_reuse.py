@@ -253,6 +253,6 @@ def test_readme_functional_example_runs_and_reloads(tmp_path, monkeypatch):
     exec(compile(readme_example(), "README.md example", "exec"), namespace)
     model, reloaded = namespace["model"], namespace["reloaded"]
     assert (tmp_path / "topic_lm.keras").is_file()
-    assert any(isinstance(l, keras.layers.RNN) and isinstance(l.cell,
-               layers.TopicCompositionalLSTMCell) for l in reloaded.layers)
+    assert any(isinstance(layer, keras.layers.RNN) and isinstance(layer.cell,
+               layers.TopicCompositionalLSTMCell) for layer in reloaded.layers)
     assert model.optimizer.iterations.numpy() > 0          # it was fitted

@@ -133,9 +133,9 @@ def numpy_fusion(weights, h, s, mask):
             real = np.flatnonzero(mask[b])
             z = np.zeros(s.shape[-1])
             if len(real):
-                e = np.array([weights["v"] @ np.tanh(s[b, l] @ weights["W_a"]
+                e = np.array([weights["v"] @ np.tanh(s[b, j] @ weights["W_a"]
                                                      + h[b, t] @ weights["U_a"] + weights["b_a"])
-                              for l in real])
+                              for j in real])
                 alpha = np.exp(e - e.max()) / np.exp(e - e.max()).sum()
                 z = alpha @ s[b, real]
             r = sigmoid(z @ weights["W_r"] + h[b, t] @ weights["U_r"] + weights["b_r"])
@@ -207,9 +207,9 @@ def numpy_late_fusion(weights, x, s, mask):
         for t in range(length):
             z = np.zeros(s.shape[-1])
             if len(real):
-                e = np.array([weights["v"] @ np.tanh(s[b, l] @ weights["W_a"]
+                e = np.array([weights["v"] @ np.tanh(s[b, j] @ weights["W_a"]
                                                      + h @ weights["U_a"] + weights["b_a"])
-                              for l in real])
+                              for j in real])
                 z = (np.exp(e - e.max()) / np.exp(e - e.max()).sum()) @ s[b, real]
             gates = x[b, t] @ weights["W"] + h @ weights["U"] + weights["b"]
             i, f, g, o = (gates[k * n:(k + 1) * n] for k in range(4))

@@ -25,7 +25,8 @@ def ids(words):
 
 def test_encode_split_offsets_and_unknown_words():
     assert SPLIT.num_documents == 3 and SPLIT.num_sentences == 6
-    assert list(SPLIT.lm_ids[SPLIT.sent_offsets[3]:SPLIT.sent_offsets[4]]) == ids(["w5", "w1"]) + [1]
+    fourth = SPLIT.lm_ids[SPLIT.sent_offsets[3]:SPLIT.sent_offsets[4]]
+    assert list(fourth) == ids(["w5", "w1"]) + [1]
     assert SPLIT.num_predicted_tokens() == 16 + 6
 
 
@@ -43,7 +44,8 @@ def test_sentence_examples_cut_long_sentences_and_predict_each_target_once():
 
 def test_bag_of_words_is_document_minus_sentence_capped():
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)
-    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",), max_bow=2)
+    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",),
+                                   max_bow=2)
     batch = next(iter(ds))
     bow = batch["bow"].numpy()
     t = TOPIC.id
@@ -158,7 +160,10 @@ def test_stream_lanes_cut_the_whole_split_into_contiguous_lanes():
     assert inputs.shape == targets.shape == (2, 4, 3) and reset.shape == (2, 4)
     np.testing.assert_array_equal(reset, [[1, 1, 1, 1], [0, 0, 0, 0]])
     # lane by lane, the batches continue each other and the lanes continue each other
-    by_lane = lambda a: a.transpose(1, 0, 2).reshape(4, -1)
+
+    def by_lane(a):
+        return a.transpose(1, 0, 2).reshape(4, -1)
+
     x, y = by_lane(inputs), by_lane(targets)
     real = y != 0
     assert real.sum() == SPLIT.num_predicted_tokens() == len(stream) - 1

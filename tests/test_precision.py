@@ -104,7 +104,8 @@ def test_mixed_float16_skips_overflowing_steps(tmp_path):
     sums, _ = trainer._train_step(batch, None, tf.constant(0.0))
     assert not np.isfinite(float(sums["grad_norm"])) and np.isfinite(float(sums["nll_sum"]))
     assert trainer.step == 0 and float(trainer.scaled_optimizer.dynamic_scale.numpy()) == 2.0 ** 59
-    assert all(np.array_equal(b, w.numpy()) for b, w in zip(before, trainer.model.trainable_weights))
+    weights = trainer.model.trainable_weights
+    assert all(np.array_equal(b, w.numpy()) for b, w in zip(before, weights))
     trainer.scaled_optimizer.dynamic_scale.assign(2.0 ** 10)
     sums, _ = trainer._train_step(batch, None, tf.constant(0.0))
     assert np.isfinite(float(sums["grad_norm"])) and trainer.step == 1

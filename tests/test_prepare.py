@@ -1,4 +1,5 @@
 """Raw text to the TDLM corpus format: tcnlm_tf.prepare and the ``python -m train.prepare`` CLI."""
+
 from __future__ import annotations
 
 import codecs
@@ -65,8 +66,12 @@ def _write_docs(directory: Path, documents: list[str]) -> None:
 
 def _one_per_line(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "docs.txt"
-    # Pre-split by a TAB: such tiny repetitive text would teach Punkt that "here." is an abbreviation.
-    path.write_text("".join(f"Document number {i} is here.\tIt ends now.\n" for i in range(count)), encoding="utf-8")
+    # Pre-split by a TAB: such tiny repetitive text would teach Punkt that "here." is an
+    # abbreviation.
+    path.write_text(
+        "".join(f"Document number {i} is here.\tIt ends now.\n" for i in range(count)),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -82,8 +87,20 @@ def test_trained_splitter_learns_corpus_abbreviations():
 
 
 def test_tokenize_sentence_is_treebank_style_and_lower_case():
-    assert tokenize_sentence('Don\'t stop, Mr. Smith; "They\'re" HERE!') == [
-        "do", "n't", "stop", ",", "mr.", "smith", ";", "``", "they", "'re", "''", "here", "!"
+    assert tokenize_sentence("Don't stop, Mr. Smith; \"They're\" HERE!") == [
+        "do",
+        "n't",
+        "stop",
+        ",",
+        "mr.",
+        "smith",
+        ";",
+        "``",
+        "they",
+        "'re",
+        "''",
+        "here",
+        "!",
     ]
     assert tokenize_sentence("wide\u3000gap\u00a0here") == ["wide", "gap", "here"]
 
@@ -113,7 +130,9 @@ def test_directory_mode_writes_tdlm_format(tmp_path):
     assert summary.files == 6 and summary.outputs[0].path == tmp_path / "out" / "all.txt"
     documents = _parse_tdlm(tmp_path / "out" / "all.txt")
     assert len(documents) == 6 and summary.outputs[0].documents == 6
-    assert documents[0] == tokenize_document(RAW_DOCUMENTS[0], train_sentence_splitter(RAW_DOCUMENTS))
+    assert documents[0] == tokenize_document(
+        RAW_DOCUMENTS[0], train_sentence_splitter(RAW_DOCUMENTS)
+    )
     assert documents[0][0] == ["mr.", "smith", "moved", "to", "the", "u.s.", "last", "spring", "."]
     assert documents[0][2][:4] == ["the", "farm", "did", "n't"]
     assert [len(doc) for doc in documents] == [3] * 6
@@ -140,11 +159,16 @@ def test_split_fractions_partition_documents_deterministically(tmp_path):
 
     def run(seed: int, name: str) -> list[list[str]]:
         prepare_corpus(raw, tmp_path / name, split=(0.6, 0.2, 0.2), seed=seed, log=None)
-        return [(tmp_path / name / f"{split}.txt").read_text().splitlines() for split in ("train", "valid", "test")]
+        return [
+            (tmp_path / name / f"{split}.txt").read_text().splitlines()
+            for split in ("train", "valid", "test")
+        ]
 
     first, again, other = run(0, "a"), run(0, "b"), run(1, "c")
     assert [len(lines) for lines in first] == [12, 4, 4]
-    assert sorted(sum(first, [])) == sorted(f"document number {i} is here .\tit ends now ." for i in range(20))
+    assert sorted(sum(first, [])) == sorted(
+        f"document number {i} is here .\tit ends now ." for i in range(20)
+    )
     assert first == again
     assert first != other
 
@@ -164,7 +188,9 @@ def test_bad_split_fractions_are_user_errors(text):
 
 def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     _write_docs(tmp_path / "raw", RAW_DOCUMENTS[:3])
-    (tmp_path / "raw" / "bad.txt").write_bytes(b"Caf\xe9 prices rose. Mr. Smith paid \xff\xfe anyway.")
+    (tmp_path / "raw" / "bad.txt").write_bytes(
+        b"Caf\xe9 prices rose. Mr. Smith paid \xff\xfe anyway."
+    )
     summary = prepare_corpus(tmp_path / "raw", tmp_path / "out", split=None, log=None)
     assert summary.undecodable == 1 and summary.documents_read == 4
     assert "caf\ufffd" in (tmp_path / "out" / "all.txt").read_text(encoding="utf-8")
@@ -174,11 +200,15 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     assert read_raw_documents(lines).undecodable == 2
 
 
-@pytest.mark.parametrize("encode", [
-    lambda text: codecs.BOM_UTF8 + text.encode("utf-8"),
-    lambda text: text.replace("\n", "\r").encode("utf-8"),
-    lambda text: text.encode("utf-16"),
-], ids=["UTF-8 mark", "CR line ends", "UTF-16 with its mark"])
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: codecs.BOM_UTF8 + text.encode("utf-8"),
+        lambda text: text.replace("\n", "\r").encode("utf-8"),
+        lambda text: text.encode("utf-16"),
+    ],
+    ids=["UTF-8 mark", "CR line ends", "UTF-16 with its mark"],
+)
 def test_input_saved_in_other_forms_prepares_the_same_corpus(tmp_path, encode):
     """Found fuzzing input files (issue 27 item 8): with --encoding utf-8 (the default) a
     CR-only file was one document and a UTF-16 file turned into one-letter tokens (a UTF-8
@@ -189,8 +219,9 @@ def test_input_saved_in_other_forms_prepares_the_same_corpus(tmp_path, encode):
     plain = prepare_corpus(tmp_path / "plain.txt", tmp_path / "plain", split=None, log=None)
     saved = prepare_corpus(tmp_path / "saved.txt", tmp_path / "saved", split=None, log=None)
     assert saved.undecodable == 0 and saved.documents_read == plain.documents_read == 6
-    assert (_parse_tdlm(tmp_path / "saved" / "all.txt")
-            == _parse_tdlm(tmp_path / "plain" / "all.txt"))
+    assert _parse_tdlm(tmp_path / "saved" / "all.txt") == _parse_tdlm(
+        tmp_path / "plain" / "all.txt"
+    )
 
 
 def test_empty_files_are_skipped_and_counted(tmp_path):
@@ -203,7 +234,9 @@ def test_empty_files_are_skipped_and_counted(tmp_path):
 
 def test_long_documents_are_truncated_and_counted(tmp_path):
     _write_docs(tmp_path / "raw", RAW_DOCUMENTS[:2])
-    summary = prepare_corpus(tmp_path / "raw", tmp_path / "out", split=None, max_doc_tokens=12, log=None)
+    summary = prepare_corpus(
+        tmp_path / "raw", tmp_path / "out", split=None, max_doc_tokens=12, log=None
+    )
     assert summary.truncated_documents == 2
     documents = _parse_tdlm(tmp_path / "out" / "all.txt")
     assert [sum(map(len, doc)) for doc in documents] == [12, 12]
@@ -213,7 +246,9 @@ def test_long_documents_are_truncated_and_counted(tmp_path):
 def test_output_inside_input_directory_is_not_read_back(tmp_path):
     _write_docs(tmp_path / "raw", RAW_DOCUMENTS)
     prepare_corpus(tmp_path / "raw", tmp_path / "raw" / "corpus", split=None, log=None)
-    summary = prepare_corpus(tmp_path / "raw", tmp_path / "raw" / "corpus", split=None, force=True, log=None)
+    summary = prepare_corpus(
+        tmp_path / "raw", tmp_path / "raw" / "corpus", split=None, force=True, log=None
+    )
     assert summary.files == 6 and summary.outputs[0].documents == 6
 
 
@@ -228,7 +263,9 @@ def _run_main_expecting_user_error(capsys, argv: list[str]) -> str:
 
 def test_missing_input_exits_2_with_one_line(tmp_path, capsys):
     missing = tmp_path / "nowhere"
-    line = _run_main_expecting_user_error(capsys, ["--input", str(missing), "--output", str(tmp_path / "out")])
+    line = _run_main_expecting_user_error(
+        capsys, ["--input", str(missing), "--output", str(tmp_path / "out")]
+    )
     assert str(missing) in line
     assert not (tmp_path / "out").exists()
 
@@ -236,13 +273,23 @@ def test_missing_input_exits_2_with_one_line(tmp_path, capsys):
 def test_input_without_usable_documents_exits_2(tmp_path, capsys):
     raw = tmp_path / "blank.txt"
     raw.write_text("\n  \n\n", encoding="utf-8")
-    line = _run_main_expecting_user_error(capsys, ["--input", str(raw), "--output", str(tmp_path / "out")])
+    line = _run_main_expecting_user_error(
+        capsys, ["--input", str(raw), "--output", str(tmp_path / "out")]
+    )
     assert "no usable documents" in line
 
 
 def test_existing_output_needs_force(tmp_path, capsys):
     raw = _one_per_line(tmp_path, 10)
-    argv = ["--input", str(raw), "--output", str(tmp_path / "out"), "--no-split", "--output-name", "train.txt"]
+    argv = [
+        "--input",
+        str(raw),
+        "--output",
+        str(tmp_path / "out"),
+        "--no-split",
+        "--output-name",
+        "train.txt",
+    ]
     summary = main(argv)
     assert summary.outputs[0].documents == 10
     assert "train.txt: 10 documents, 20 sentences" in capsys.readouterr().out
@@ -251,7 +298,9 @@ def test_existing_output_needs_force(tmp_path, capsys):
     assert "--force" in line and "train.txt" in line
     assert len(_parse_tdlm(tmp_path / "out" / "train.txt")) == 10
     main([*argv, "--force"])
-    assert _parse_tdlm(tmp_path / "out" / "train.txt") == [[["only", "one", "document", "now", "."]]]
+    assert _parse_tdlm(tmp_path / "out" / "train.txt") == [
+        [["only", "one", "document", "now", "."]]
+    ]
 
 
 def test_cli_rejects_bad_flags(tmp_path, capsys):
@@ -259,16 +308,22 @@ def test_cli_rejects_bad_flags(tmp_path, capsys):
     base = ["--input", str(raw), "--output", str(tmp_path / "out")]
     assert "sum to 1" in _run_main_expecting_user_error(capsys, [*base, "--split", "0.5,0.5,0.5"])
     assert "--no-split" in _run_main_expecting_user_error(capsys, [*base, "--output-name", "x.txt"])
-    with pytest.raises(SystemExit) as exit_info:          # argparse's error for the flag
+    with pytest.raises(SystemExit) as exit_info:  # argparse's error for the flag
         main([*base, "--max-doc-tokens", "0"])
     assert exit_info.value.code == 2 and "argument --max-doc-tokens" in capsys.readouterr().err
-    assert "--encoding" in _run_main_expecting_user_error(capsys, [*base, "--encoding", "no-such-codec"])
+    assert "--encoding" in _run_main_expecting_user_error(
+        capsys, [*base, "--encoding", "no-such-codec"]
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_cli_help_runs_as_module():
     result = subprocess.run(
-        [sys.executable, "-m", "train.prepare", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "train.prepare", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0
     assert "separated by a TAB" in result.stdout and "--no-split" in result.stdout

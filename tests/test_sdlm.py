@@ -189,7 +189,10 @@ def test_output_side_dropout_is_live_in_training_and_off_in_evaluation(workdir, 
     trainer = Trainer(config, corpus, workdir / "runs" / f"dropout-{flags[1]}",
                       log=lambda _: None)
     batch = next(iter(trainer.dataset("train")))
-    log_probs = lambda training: trainer.model(batch, training=training).target_log_probs.numpy()
+
+    def log_probs(training):
+        return trainer.model(batch, training=training).target_log_probs.numpy()
+
     evaluation = log_probs(False)
     np.testing.assert_array_equal(log_probs(False), evaluation)
     trained = [log_probs(True) for _ in range(3)]

@@ -54,7 +54,8 @@ def server(exports):
     import tensorflow as tf
 
     _, out = exports
-    PredictHandler.models = {name: tf.saved_model.load(str(path)) for name, (_, path) in out.items()}
+    PredictHandler.models = {name: tf.saved_model.load(str(path))
+                             for name, (_, path) in out.items()}
     httpd = HTTPServer(("127.0.0.1", 0), PredictHandler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

@@ -334,7 +334,8 @@ def test_interrupted_rewrite_never_looks_complete(tmp_path, monkeypatch):
         calls.append(1)
         if len(calls) == 2:
             # die half-way through the file, as an interrupted write would
-            syn.atomic_write(path, lambda f: (f.write(b"partial"), (_ for _ in ()).throw(KeyboardInterrupt)))
+            syn.atomic_write(path, lambda f: (f.write(b"partial"),
+                                              (_ for _ in ()).throw(KeyboardInterrupt)))
         return real_write(path, documents)
 
     monkeypatch.setattr(syn, "write_corpus_file", crash_on_second_file)

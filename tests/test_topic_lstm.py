@@ -476,8 +476,8 @@ def test_functional_model_with_cell_in_rnn_saves_and_loads(tmp_path):
     reloaded = keras.saving.load_model(tmp_path / "m.keras")
     np.testing.assert_allclose(reloaded.predict([x, t], verbose=0), expected, atol=1e-6)
     assert reloaded.count_params() == model.count_params()
-    topic_state = next(l for l in reloaded.layers if isinstance(l, TopicState))
-    rnn = next(l for l in reloaded.layers if isinstance(l, keras.layers.RNN))
+    topic_state = next(layer for layer in reloaded.layers if isinstance(layer, TopicState))
+    rnn = next(layer for layer in reloaded.layers if isinstance(layer, keras.layers.RNN))
     assert topic_state.cell is rnn.cell
     before = rnn.cell.input_topic_kernel.numpy().copy()
     reloaded.compile(keras.optimizers.Adam(0.01), "mse")

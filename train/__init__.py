@@ -1,1 +1,2 @@
-"""Command-line training: ``python -m train.run`` (train), ``python -m train.prepare`` (raw text to corpus format)."""
+"""Command-line training: ``python -m train.run`` (train), ``python -m train.prepare`` (raw
+text to corpus format)."""

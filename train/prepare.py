@@ -1,4 +1,5 @@
 """``python -m train.prepare``: raw text to the corpus format (see :mod:`tcnlm_tf.prepare`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,21 +21,36 @@ EPILOG = """\
 examples:
   python -m train.prepare --input raw_articles/ --output data/mycorpus
   python -m train.prepare --input docs.txt --output data/mycorpus --split 0.9,0.05,0.05 --seed 1
-  python -m train.prepare --input my_train.txt --output data/mycorpus --no-split --output-name train.txt"""
+  python -m train.prepare --input my_train.txt --output data/mycorpus --no-split \\
+      --output-name train.txt"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(allow_abbrev=False,
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m train.prepare",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--input", required=True, metavar="PATH", help="a text file, or a directory searched recursively for --glob")
-    parser.add_argument("--output", required=True, metavar="DIR", help="directory to write the corpus files into (created)")
     parser.add_argument(
-        "--glob", default=prepare.DEFAULT_GLOB, metavar="PATTERN", help="which files to read from an input directory (default: %(default)s)"
+        "--input",
+        required=True,
+        metavar="PATH",
+        help="a text file, or a directory searched recursively for --glob",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="directory to write the corpus files into (created)",
+    )
+    parser.add_argument(
+        "--glob",
+        default=prepare.DEFAULT_GLOB,
+        metavar="PATTERN",
+        help="which files to read from an input directory (default: %(default)s)",
     )
     parser.add_argument(
         "--one-per-line",
@@ -50,14 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="train,valid,test fractions: positive, summing to 1 (default: %(default)s)",
     )
     split.add_argument(
-        "--no-split", action="store_true", help="write all documents to one file, --output-name, instead"
+        "--no-split",
+        action="store_true",
+        help="write all documents to one file, --output-name, instead",
     )
     parser.add_argument(
         "--output-name",
         metavar="NAME",
         help=f"file name for --no-split (default: {prepare.DEFAULT_OUTPUT_NAME})",
     )
-    parser.add_argument("--seed", type=random_seed, default=0, metavar="N", help="seed of the train/valid/test shuffle (default: %(default)s)")
+    parser.add_argument(
+        "--seed",
+        type=random_seed,
+        default=0,
+        metavar="N",
+        help="seed of the train/valid/test shuffle (default: %(default)s)",
+    )
     parser.add_argument(
         "--max-doc-tokens",
         type=integer(1),
@@ -69,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--encoding",
         default=prepare.DEFAULT_ENCODING,
         metavar="NAME",
-        help="encoding of the input; undecodable bytes are replaced and counted (default: %(default)s)",
+        help="encoding of the input; undecodable bytes are replaced and counted "
+        "(default: %(default)s)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     return parser
@@ -80,7 +105,10 @@ def main(argv: list[str] | None = None) -> prepare.PrepareSummary:
     """Parse ``argv``, prepare the corpus, print the summary; return it."""
     args = build_parser().parse_args(argv)
     if args.output_name is not None and not args.no_split:
-        raise UserError("--output-name only applies with --no-split (split mode writes train.txt, valid.txt, test.txt)")
+        raise UserError(
+            "--output-name only applies with --no-split "
+            "(split mode writes train.txt, valid.txt, test.txt)"
+        )
     summary = prepare.prepare_corpus(
         args.input,
         args.output,

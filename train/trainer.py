@@ -10,8 +10,8 @@ custom loop with ``strategy.run``:
   is the same whatever the replica count;
 * gradients are summed across replicas, clipped by their *global* norm (the norm of the
   unscaled model's gradients, :func:`clip_gradients`), then applied with
-  Adam or plain SGD (``--optimizer``; Keras's optimizer sums across replicas again, so each replica hands it its 1/R
-  share of the already-reduced gradient);
+  Adam or plain SGD (``--optimizer``; Keras's optimizer sums across replicas again, so each
+  replica hands it its 1/R share of the already-reduced gradient);
 * after each epoch: validation perplexity; on no improvement the learning rate is multiplied
   by ``lr_decay`` and after ``patience`` such epochs training stops early (epochs before
   ``lr_decay_start`` keep the rate and do not count);
@@ -21,10 +21,10 @@ custom loop with ``strategy.run``:
   restores the latest one and continues from the same batch of the same epoch (the shuffle
   order of an epoch is a function of its number);
 * a model's further training tasks (:class:`~tcnlm_tf.models.base.Task`, e.g. TDLM's topic
-  model) each get their own batches and their own optimiser (of the same kind); an epoch runs the batches
-  of every task in one random order (a function of the seed and the epoch, so a resumed epoch
-  continues the same order), each step normalised by its task's global count and all-reduced
-  like the language model's; ``max_steps`` counts language-model steps;
+  model) each get their own batches and their own optimiser (of the same kind); an epoch runs
+  the batches of every task in one random order (a function of the seed and the epoch, so a
+  resumed epoch continues the same order), each step normalised by its task's global count
+  and all-reduced like the language model's; ``max_steps`` counts language-model steps;
 * ``--strategy multi_worker``: ``tf.distribute.MultiWorkerMirroredStrategy``, one process
   per machine, the cluster from ``TF_CONFIG``. Every worker builds the same global batches
   and gives each of its replicas that replica's slice (sharding by data, as

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 @dataclasses.dataclass
 class ModelOutput:
     """``target_log_probs`` [B, L]: log p(target_t | history, context) (any value where
-    padded: the loss masks those positions out with ``weights``); ``state``: nested tensors to carry, or None;
+    padded: the loss masks those positions out with ``weights``); ``state``: nested tensors
+    to carry, or None;
     ``aux_loss``: a scalar *sum over the batch's examples* of any further loss (e.g. the
     negative topic-model part of the ELBO), added to the summed NLL before the training loop
     divides by the global number of predicted tokens (0 for plain LMs); ``aux_metrics``:
