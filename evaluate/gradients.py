@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(rest)
     if args.resume:
         raise UserError("evaluate.gradients measures a fresh model; drop --resume")
+    if args.embeddings:       # it would be the gradient of another model than asked for
+        raise UserError("evaluate.gradients measures a model before its one-off preparation, "
+                        "which is where --embeddings would load the word vectors: drop it")
     import tensorflow as tf
 
     from tcnlm_tf import pipeline

@@ -205,20 +205,43 @@ def value_options(module: str, argv: list[str], typed_only: bool = False) -> lis
 
 #: options that take another's place (argparse allows only one of them)
 INSTEAD_OF = {"--mixture": "--topic"}
+#: the train.run-style commands, whose base line trains TCNLM
+TRAINING_COMMANDS = ("train.run", "evaluate.gradients", "evaluate.knowledge_base")
+
+
+def owner_flags(option: str) -> list[str]:
+    """For a train.run model option of another model than TCNLM: the flags that make the
+    base line train a model that has it (the first one, with its tiny test flags), so the
+    value reaches the option's own checks instead of "does not apply"; for
+    ``--knowledge-base``, the sememe decoder it belongs to."""
+    from tcnlm_tf.models.registry import MODELS, all_options, models_with
+    if option == "--knowledge-base":
+        return ["--decoder", "sdlm"]
+    names = [n for n, o in all_options().items() if o.option_string == option]
+    owners = models_with(names[0]) if names else ["tcnlm"]
+    if "tcnlm" in owners:
+        return []
+    return ["--model", owners[0], *MODELS[owners[0]].test_flags]
+
+
+def without(base: list[str], options: set[str]) -> list[str]:
+    """``base`` without ``options`` and their values."""
+    out, skip = [], False
+    for token in base:
+        if skip:
+            skip = False
+        elif token in options:
+            skip = True
+        else:
+            out.append(token)
+    return out
 
 
 def with_value(base: list[str], option: str, value: str) -> list[str]:
     """``base`` without ``option`` (and its value, and the option it takes the place of),
     with ``option=value`` added before a ``--`` or at the end (a serving-client
     sub-command's options after its name)."""
-    out, skip = [], False
-    for token in base:
-        if skip:
-            skip = False
-        elif token in (option, INSTEAD_OF.get(option)):
-            skip = True
-        else:
-            out.append(token)
+    out = without(base, {option, INSTEAD_OF.get(option)})
     cut = out.index("--") if "--" in out else len(out)
     return out[:cut] + [f"{option}={value}"] + out[cut:]
 
@@ -231,8 +254,11 @@ def cases(ws: dict[str, Path], url: str, only: set[str] | None = None,
             continue
         module = name.split()[0]
         for option in value_options(module, base, typed_only):
+            line, owner = base, owner_flags(option)
+            if name in TRAINING_COMMANDS and owner:       # TCNLM's own flags out
+                line = without(base, {"--num-factors", "--num-topics", *owner[::2]}) + owner
             for value in VALUES:
-                out.append(Case(name, option, value, tuple(with_value(base, option, value))))
+                out.append(Case(name, option, value, tuple(with_value(line, option, value))))
     return out
 
 

@@ -112,3 +112,7 @@ def test_gradients_command_reports_both_norms(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gradients(["--resume"])
     assert "drop --resume" in capsys.readouterr().err
+    # found fuzzing (issue 27 item 8): the vectors were never loaded, even from no file
+    with pytest.raises(SystemExit):
+        gradients(["--model", "tdlm", "--embeddings", str(tmp_path / "no-such-vectors.bin")])
+    assert "--embeddings would load the word vectors: drop it" in capsys.readouterr().err
