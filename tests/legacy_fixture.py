@@ -13,8 +13,8 @@ causal context, the LSTM with each decoder) it writes
   and the ``score`` signature's log-likelihoods of :data:`SENTENCES` in an export of it;
 
 and ``saved_models/tcnlm/1/``, the export of the TCNLM run, with the result of
-``evaluate.score`` on ``sentences.txt`` through it. The commit that made it all is in
-``expected.json``.
+``evaluate.score`` on ``sentences.txt`` through it. The commit that made it all, and the
+machine (:func:`machine`), are in ``expected.json``.
 """
 from __future__ import annotations
 
@@ -42,6 +42,23 @@ LEGACY_MODELS = {**TINY_MODELS,
 SENTENCES = ["the party won the vote", "qqqzz unknown words here", ""]
 #: steps of the kept runs, and of the resumed runs whose weights are recorded
 STEPS, RESUMED_STEPS = 3, 5
+
+
+#: the CPU features that choose TensorFlow's (oneDNN's) float32 kernels
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
+
+
+def machine() -> str:
+    """The CPU model, its kernel-choosing features and the TensorFlow version: on another
+    machine the same computation may round differently in the last bits."""
+    import tensorflow as tf
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
+                  if line.startswith("flags")), [])
+    return (f"{model}; {' '.join(f for f in KERNEL_FLAGS if f in flags)}; "
+            f"tensorflow {tf.__version__}")
 
 
 def model_weights(run_dir: Path) -> dict[str, np.ndarray]:
@@ -97,7 +114,7 @@ def make(out: Path) -> dict:
     cache = out / ".cache"
     expected = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT,
                                          capture_output=True, text=True).stdout.strip(),
-                "sentences": SENTENCES, "runs": {}}
+                "machine": machine(), "sentences": SENTENCES, "runs": {}}
     text_file = out / "sentences.txt"
     out.mkdir(parents=True)
     text_file.write_text("\t".join(s for s in SENTENCES if s) + "\n", encoding="utf-8")

@@ -1,8 +1,15 @@
 """Runs and an export made by an earlier version of the code (``tests/data/legacy``, written
 by ``python -m tests.legacy_fixture`` at the commit its ``expected.json`` names) resume to
-bit-identical weights, evaluate to the same perplexity and export to the same scores, and
-the old export still scores the same through ``evaluate.score``: the refactors of issue 28
-(and any later change) must keep every run users already have working."""
+the same weights, evaluate to the same perplexity and export to the same scores, and the
+old export still scores the same through ``evaluate.score``: the refactors of issue 28 (and
+any later change) must keep every run users already have working.
+
+On the machine that made the data (same CPU model and kernel-choosing features, same
+TensorFlow) every number must be equal bit for bit. Elsewhere TensorFlow may pick other
+float32 kernels, which round differently in the last bits, so there the numbers must agree
+to 1e-5 relative: a change of the computation (another formula, a weight read from the
+wrong place) moves them by far more.
+"""
 import json
 import shutil
 from pathlib import Path
@@ -10,13 +17,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.legacy_fixture import evaluated_perplexity, resumed_weights, score_file, scores
+from tests.legacy_fixture import (evaluated_perplexity, machine, resumed_weights, score_file,
+                                  scores)
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
 
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy"
 EXPECTED = json.loads((LEGACY / "expected.json").read_text())
+#: bit for bit on the machine that made the data; to 1e-5 elsewhere (module docstring)
+EXACT = EXPECTED["machine"] == machine()
+
+
+def assert_same(got, want, what: str = "") -> None:
+    if EXACT:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=what)
 
 
 #: re-exported and scored: one run of each decoder and of each context field (the parts
@@ -34,12 +51,12 @@ def copied(tmp_path: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", sorted(EXPECTED["runs"]))
 def test_an_earlier_run_resumes_and_evaluates_as_it_did(tmp_path, name):
     run_dir = copied(tmp_path, name)
-    assert evaluated_perplexity(run_dir) == EXPECTED["runs"][name]["test_perplexity"]
+    assert_same(evaluated_perplexity(run_dir), EXPECTED["runs"][name]["test_perplexity"])
     weights = resumed_weights(run_dir, name, tmp_path / "cache")
     with np.load(LEGACY / "resumed" / f"{name}.npz") as saved:
         assert sorted(saved.files) == sorted(weights)
         for key in saved.files:
-            np.testing.assert_array_equal(weights[key], saved[key], err_msg=key)
+            assert_same(weights[key], saved[key], key)
 
 
 @pytest.mark.parametrize("name", EXPORTED)
@@ -48,10 +65,16 @@ def test_an_earlier_run_exports_as_it_did(tmp_path, name):
 
     exported = export(["--run", str(copied(tmp_path, name)), "--output-dir",
                        str(tmp_path / "saved")])
-    assert scores(exported) == EXPECTED["runs"][name]["scores"]
+    assert_same(scores(exported), EXPECTED["runs"][name]["scores"])
 
 
 def test_an_earlier_export_scores_as_it_did():
     export = LEGACY / "saved_models" / "tcnlm" / "1"
-    assert scores(export) == EXPECTED["runs"]["tcnlm"]["scores"]
-    assert score_file(export, LEGACY / "sentences.txt") == EXPECTED["score_file"]
+    assert_same(scores(export), EXPECTED["runs"]["tcnlm"]["scores"])
+    got, want = score_file(export, LEGACY / "sentences.txt"), EXPECTED["score_file"]
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, float):
+            assert_same(got[key], value, key)
+        else:                                   # counts and the context protocol
+            assert got[key] == value, key
