@@ -12,6 +12,7 @@ from layers.hoisted_lstm import HoistedLSTM
 from layers.lda import LDAInference
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from layers.sememe_decoder import SememeDecoder
+from layers.tied_softmax import TiedSoftmax
 from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
                                     TopicAttention, TopicGate)
 from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
@@ -22,6 +23,6 @@ from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
            "DocumentConvolution", "HoistedLSTM", "LDAInference", "LateFusionLSTM",
            "LateFusionLSTMCell", "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes",
-           "NeuralTopicModel", "SememeDecoder", "TopicAttention", "TopicCompositionalLSTM",
-           "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",
-           "TopicState", "default_cutoffs"]
+           "NeuralTopicModel", "SememeDecoder", "TiedSoftmax", "TopicAttention",
+           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate",
+           "TopicRNNInference", "TopicRNNOutput", "TopicState", "default_cutoffs"]

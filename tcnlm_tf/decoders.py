@@ -106,8 +106,8 @@ def make_output_layer(decoder: str, options: dict[str, Any], vocab_size: int, in
         return AdaptiveSoftmax(vocab_size, options.get("cutoffs", ()), name="softmax")
     if decoder == "softmax":
         if options.get("tie"):
-            from tcnlm_tf.models.lstm import TiedSoftmax
-            return TiedSoftmax(embedding, input_size, name="tied_softmax")
+            from layers.tied_softmax import TiedSoftmax
+            return TiedSoftmax(input_size, embedding, name="tied_softmax")
         return AdaptiveSoftmax(vocab_size, (), name="softmax")
     if decoder == "mos":
         from layers.mixture_of_softmaxes import MixtureOfSoftmaxes

@@ -33,11 +33,14 @@ import numpy as np
 from tests.conftest import REPO_ROOT, TINY_EPOCH, TINY_MODELS
 
 #: the runs kept: every model in every mode, TCNLM's causal context, the LSTM's decoders
+#: (``lstm-tied`` was added at 1711efd, before TiedSoftmax moved to layers/)
 LEGACY_MODELS = {**TINY_MODELS,
                  "tcnlm-preceding": TINY_MODELS["tcnlm"] + ["--context", "preceding"],
                  "lstm-adaptive": TINY_MODELS["lstm"] + ["--decoder", "adaptive",
                                                          "--cutoffs", "40"],
-                 "lstm-mos": TINY_MODELS["lstm"] + ["--decoder", "mos", "--mixtures", "3"]}
+                 "lstm-mos": TINY_MODELS["lstm"] + ["--decoder", "mos", "--mixtures", "3"],
+                 "lstm-tied": TINY_MODELS["lstm"] + ["--decoder", "softmax",
+                                                     "--tie-embeddings"]}
 #: scored through each export (with an empty document: the models read context from it)
 SENTENCES = ["the party won the vote", "qqqzz unknown words here", ""]
 #: steps of the kept runs, and of the resumed runs whose weights are recorded

@@ -174,6 +174,12 @@ def _mixture_of_softmaxes():
     return keras.Model(h, layer(h)), layer, [np.random.default_rng(1).normal(size=(B, L, 8))]
 
 
+def _tied_softmax():
+    h = keras.Input((L, 8))
+    layer = layers.TiedSoftmax(8, vocab_size=V, embedding_dim=6)
+    return keras.Model(h, layer(h)), layer, [np.random.default_rng(1).normal(size=(B, L, 8))]
+
+
 CASES = {
     layers.AdaptiveSoftmax: _adaptive_softmax,
     layers.BagOfWords: _bag_of_words,
@@ -194,6 +200,7 @@ CASES = {
     layers.TopicRNNOutput: _topic_rnn_output,
     layers.SememeDecoder: _sememe_decoder,
     layers.MixtureOfSoftmaxes: _mixture_of_softmaxes,
+    layers.TiedSoftmax: _tied_softmax,
 }
 
 
@@ -201,7 +208,7 @@ def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
     for module in (layers.adaptive_softmax, layers.context_attention, layers.lda,
-                   layers.mixture_of_softmaxes, layers.sememe_decoder,
+                   layers.mixture_of_softmaxes, layers.sememe_decoder, layers.tied_softmax,
                    layers.topic_attention, layers.topic_lstm, layers.topic_model,
                    layers.topic_rnn):
         for name, obj in vars(module).items():

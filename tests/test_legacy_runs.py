@@ -39,7 +39,7 @@ def assert_same(got, want, what: str = "") -> None:
 #: re-exported and scored: one run of each decoder and of each context field (the parts
 #: issue 28's refactors move); exporting every run would double this file's time
 EXPORTED = ["tcnlm-preceding", "tdlm", "lclm", "sdlm", "lstm-adaptive", "lstm-mos",
-            "lstm-stream"]
+            "lstm-tied", "lstm-stream"]
 
 
 def copied(tmp_path: Path, name: str) -> Path:

@@ -6,9 +6,8 @@ on the vector g the output layer reads, may have its own rate, ``output_dropout`
 output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`,
 one of the decoders of :mod:`tcnlm_tf.decoders`): adaptive softmax (Grave et al. 2016) by
 default, a full softmax, a full softmax whose weights are the input embedding
-(:class:`TiedSoftmax`), the sememe-driven decoder or a mixture of softmaxes. Subclasses
-change only how the
-document context enters (:meth:`~RecurrentLanguageModel.context`,
+(:class:`layers.TiedSoftmax`), the sememe-driven decoder or a mixture of softmaxes.
+Subclasses change only how the document context enters (:meth:`~RecurrentLanguageModel.context`,
 :meth:`~RecurrentLanguageModel.make_layer`, :meth:`~RecurrentLanguageModel.run_layer`), the
 output layer, and, for output mixtures, the output methods.
 
@@ -27,46 +26,6 @@ import tensorflow as tf
 from layers.hoisted_lstm import HoistedLSTM
 from tcnlm_tf import decoders
 from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
-
-
-class TiedSoftmax(keras.layers.Layer):
-    """A full softmax whose word vectors are the input embedding (tied weights): logits =
-    P(h) E^T + b, with P a linear projection when the hidden and embedding sizes differ.
-    Shapes: hidden [..., H] -> log-probabilities [..., V]."""
-
-    def __init__(self, embedding: keras.layers.Embedding, hidden_size: int, **kwargs):
-        super().__init__(**kwargs)
-        self.embedding = embedding
-        vocab_size, embedding_dim = embedding.input_dim, embedding.output_dim
-        self.vocab_size = vocab_size
-        self.projection = (keras.layers.Dense(embedding_dim, use_bias=False,
-                                              name="tied_projection")
-                           if hidden_size != embedding_dim else None)
-        self.output_bias = self.add_weight(name="output_bias", shape=(vocab_size,),
-                                           initializer="zeros")
-
-    def logits(self, hidden: tf.Tensor) -> tf.Tensor:
-        """[..., H] -> [..., V]. One 2-D matmul over all positions: a batched matmul of a
-        [B, L, E] input with E^T would broadcast E, and its gradient would build a
-        [B, V, E] copy of the embedding gradient (5x slower at B = 64, V = 4,809)."""
-        dtype = self.compute_dtype
-        x = tf.cast(hidden, dtype)
-        x = self.projection(x) if self.projection is not None else x
-        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
-        logits = (tf.matmul(flat, tf.cast(self.embedding.embeddings, dtype), transpose_b=True)
-                  + tf.cast(self.output_bias, dtype))
-        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
-
-    def call(self, hidden: tf.Tensor) -> tf.Tensor:
-        """Log-probabilities, normalised in float32 whatever the compute dtype."""
-        return tf.nn.log_softmax(tf.cast(self.logits(hidden), tf.float32), axis=-1)
-
-    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor,
-                        training: bool = False) -> tf.Tensor:
-        """log p(target) [...] in float32; ``training`` as every output layer's (no dropout
-        here)."""
-        return -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=targets, logits=tf.cast(self.logits(hidden), tf.float32))
 
 
 class RecurrentLanguageModel(LanguageModel):
