@@ -416,8 +416,8 @@ def recurrent_section(args) -> None:
     import tensorflow as tf
 
     from layers.hoisted_lstm import HoistedLSTM
-    from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
-                                   TopicCompositionalLSTMCell)
+    from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
+    from layers.topic_lstm import TopicCompositionalLSTM, TopicCompositionalLSTMCell
 
     B, L, n_x, n_h, T = (args.batch_size, args.seq_len, args.input_size, args.hidden_size,
                          args.num_topics)

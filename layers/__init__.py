@@ -10,13 +10,13 @@ from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
 from layers.context_attention import ContextAttention, LateFusionLSTM, LateFusionLSTMCell
 from layers.hoisted_lstm import HoistedLSTM
 from layers.lda import LDAInference
+from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from layers.sememe_decoder import SememeDecoder
 from layers.tied_softmax import TiedSoftmax
 from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
                                     TopicAttention, TopicGate)
-from layers.topic_lstm import (MixtureOfExpertsLSTMCell, TopicCompositionalLSTM,
-                               TopicCompositionalLSTMCell, TopicState)
+from layers.topic_lstm import TopicCompositionalLSTM, TopicCompositionalLSTMCell, TopicState
 from layers.topic_model import BagOfWords, NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 

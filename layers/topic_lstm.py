@@ -1,5 +1,5 @@
-"""Topic-compositional LSTM (TCNLM, Wang et al., AISTATS 2018, Sec. 3.2) and the naive
-mixture-of-experts LSTM it is compared with (eq. 7-8, Table 6).
+"""Topic-compositional LSTM (TCNLM, Wang et al., AISTATS 2018, Sec. 3.2); the naive
+mixture-of-experts LSTM it is compared with is :mod:`layers.mixture_of_experts`.
 
 Reference: W. Wang, Z. Gan, W. Wang, D. Shen, J. Huang, W. Ping, S. Satheesh, L. Carin,
 "Topic Compositional Neural Language Model", AISTATS 2018 (arXiv:1712.09783). The factored
@@ -8,7 +8,6 @@ LSTM follows Gan et al., "Semantic Compositional Networks for Visual Captioning"
 * :class:`TopicCompositionalLSTMCell`: the cell of eq. 13-15, for ``keras.layers.RNN``.
 * :class:`TopicState`: the cell's per-sequence topic factors as a functional-model layer.
 * :class:`TopicCompositionalLSTM`: that cell run over a sequence, taking ``[x, t]``.
-* :class:`MixtureOfExpertsLSTMCell`: ``T`` independent LSTM experts computed as one cell.
 """
 from __future__ import annotations
 
@@ -22,73 +21,8 @@ from keras import ops
 # after it). requirements.txt pins keras==3.15.1, whose module path and contract this relies on.
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-#: Gates in the order of keras.layers.LSTMCell: input, forget, candidate, output.
-NUM_GATES = 4
-
-
-def _blockwise_initializer(initializer, num_blocks, block_shape):
-    """An initializer that draws ``num_blocks`` independent ``block_shape`` blocks.
-
-    Returns ``fn(shape, dtype) -> [num_blocks, *block_shape]``. Each block gets the fan-in
-    and fan-out of ``block_shape`` alone (Keras would otherwise fold the extra leading axis
-    into both fans and shrink a Glorot scale, and an orthogonal initializer would be
-    orthogonal only over all blocks together). Keras 3 initializer instances repeat their
-    values on every call, so each block uses a fresh copy of ``initializer``; an integer
-    seed ``s`` becomes ``s + k`` for block ``k`` so that blocks differ but stay reproducible.
-    """
-    if isinstance(initializer, keras.initializers.Initializer):
-        config = initializer.get_config()
-        copies = []
-        for k in range(num_blocks):
-            block_config = dict(config)
-            if isinstance(config.get("seed"), int):
-                block_config["seed"] = config["seed"] + k
-            copies.append(initializer.__class__.from_config(block_config))
-    else:  # a plain function holds no seed to copy
-        copies = [initializer] * num_blocks
-
-    def init(shape, dtype=None):
-        blocks = ops.stack([c(block_shape, dtype=dtype) for c in copies])
-        return ops.reshape(blocks, shape)
-
-    return init
-
-
-def _lstm_bias_initializer(bias_initializer, units, unit_forget_bias):
-    """Initializer for one LSTM bias ``[4 * units]`` (gates i, f, c, o), as in LSTMCell:
-    with ``unit_forget_bias`` the forget-gate block is ones, the rest ``bias_initializer``."""
-    if not unit_forget_bias:
-        return bias_initializer
-
-    def init(shape, dtype=None):
-        del shape
-        return ops.concatenate(
-            [
-                bias_initializer((units,), dtype=dtype),
-                ops.ones((units,), dtype=dtype),
-                bias_initializer((2 * units,), dtype=dtype),
-            ]
-        )
-
-    return init
-
-
-def _lstm_update(i, f, candidate, o, c_tm1):
-    """The LSTM state update from the pre-activations of gates i, f, c~ and o and the
-    previous cell ``c_tm1``, all ``[..., n]``. Returns ``(h, c)``, each ``[..., n]``:
-    ``c = sigmoid(i) * tanh(c~) + sigmoid(f) * c_tm1``, ``h = sigmoid(o) * tanh(c)``.
-
-    The gates come as four tensors (from ``ops.split``/``ops.unstack``, whose gradients
-    concatenate): indexing one ``[..., 4, n]`` tensor four times would make each gradient a
-    zero-padded ``[..., 4, n]`` tensor, four of them summed, at every step.
-    """
-    c = ops.sigmoid(i) * ops.tanh(candidate) + ops.sigmoid(f) * c_tm1
-    return ops.sigmoid(o) * ops.tanh(c), c
-
-
-def _check_positive_int(owner, name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner} {name} must be a positive integer, got {value!r}.")
+from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
+                               lstm_bias_initializer, lstm_update)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -197,7 +131,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         super().__init__(**kwargs)
         for name, value in (("units", units), ("num_factors", num_factors),
                             ("num_topics", num_topics)):
-            _check_positive_int("TopicCompositionalLSTMCell", name, value)
+            check_positive_int("TopicCompositionalLSTMCell", name, value)
         if not (math.isfinite(topic_kernel_scale) and topic_kernel_scale > 0):
             raise ValueError("TopicCompositionalLSTMCell topic_kernel_scale must be positive, "
                              f"got {topic_kernel_scale!r}.")
@@ -247,7 +181,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         self.input_factor_kernel = self.add_weight(
             name="input_factor_kernel",
             shape=factor_shape,
-            initializer=_blockwise_initializer(
+            initializer=blockwise_initializer(
                 self.kernel_initializer, NUM_GATES, factor_shape[1:]
             ),
         )
@@ -259,14 +193,14 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         self.recurrent_factor_kernel = self.add_weight(
             name="recurrent_factor_kernel",
             shape=factor_shape,
-            initializer=_blockwise_initializer(
+            initializer=blockwise_initializer(
                 self.recurrent_initializer, NUM_GATES, factor_shape[1:]
             ),
         )
         self.bias = self.add_weight(
             name="bias",
             shape=(NUM_GATES * self.units,),
-            initializer=_lstm_bias_initializer(
+            initializer=lstm_bias_initializer(
                 self.bias_initializer, self.units, self.unit_forget_bias
             ),
         )
@@ -363,7 +297,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         recurrent = ops.unstack(ops.matmul(h_tilde, self.recurrent_factor_kernel), NUM_GATES)
         # eq. 13: (W_*a x~_* + b_*) + U_*a h~_* for each gate *, each [B, n_h].
         z = [x + r for x, r in zip(ops.split(inputs, NUM_GATES, axis=-1), recurrent)]
-        h, c = _lstm_update(*z, c_tm1)
+        h, c = lstm_update(*z, c_tm1)
         return h, [h, c, input_factors, recurrent_factors]
 
     def get_config(self):
@@ -559,145 +493,5 @@ class TopicCompositionalLSTM(keras.layers.Layer):
             "recurrent_dropout": self.cell.recurrent_dropout,
             "seed": self.cell.seed,
             "topic_kernel_scale": self.cell.topic_kernel_scale,
-        }
-        return {**super().get_config(), **config}
-
-
-@keras.saving.register_keras_serializable(package="tcnlm_tf")
-class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
-    """``T`` independent LSTM experts in one cell: the naive MoE of eq. 7-8 (Table 6).
-
-    Expert ``k`` is a standard LSTM with its own ``W[k], U[k], b[k]`` (eq. 8 with LSTM units)
-    and sees only its own state. All experts are computed together:
-
-    * ``kernel [n_x, T * 4 n_h]``: one matmul for all experts; columns
-      ``[k * 4 n_h, (k + 1) * 4 n_h)`` are expert ``k``'s LSTMCell kernel (gates i, f, c, o);
-    * ``recurrent_kernel [T, n_h, 4 n_h]``: applied by einsum, i.e. a block-diagonal
-      recurrent matrix; block ``k`` is expert ``k``'s LSTMCell recurrent kernel;
-    * ``bias [T * 4 n_h]``: expert-major like the kernel columns.
-
-    That is ``T * 4 n_h (n_x + n_h + 1)`` parameters, ``T`` standard LSTMs.
-
-    Shapes: :meth:`call` ``x [B, n_x]``, states ``h, c [B, T * n_h]`` (expert-major: expert
-    ``k`` owns ``[k * n_h, (k + 1) * n_h)``) -> ``(h [B, T * n_h], [h, c])``. A model reshapes
-    the outputs to ``[B, L, T, n_h]`` and mixes the experts' word distributions with the topic
-    vector, ``p(y) = sum_k t_k softmax(V h^(k))`` (eq. 7); that mixing is not part of the cell.
-
-    Args:
-        units: hidden size ``n_h`` of each expert.
-        num_experts: number of experts ``T`` (one per topic).
-        dropout: fraction of the input dropped (one mask per sequence, shared by all gates
-            and experts), in training only.
-        recurrent_dropout: the same for ``h_{m-1}`` (independent per expert unit).
-        kernel_initializer: initializer of each expert's kernel ``[n_x, 4 n_h]``.
-        recurrent_initializer: initializer of each expert's recurrent kernel ``[n_h, 4 n_h]``.
-        bias_initializer: initializer of the biases.
-        unit_forget_bias: add 1 to every expert's forget-gate bias at initialisation.
-        seed: seed of the dropout masks.
-        **kwargs: passed to :class:`keras.layers.Layer`.
-    """
-
-    def __init__(
-        self,
-        units,
-        num_experts,
-        dropout=0.0,
-        recurrent_dropout=0.0,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        bias_initializer="zeros",
-        unit_forget_bias=True,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _check_positive_int("MixtureOfExpertsLSTMCell", "units", units)
-        _check_positive_int("MixtureOfExpertsLSTMCell", "num_experts", num_experts)
-        self.units = units
-        self.num_experts = num_experts
-        self.dropout = min(1.0, max(0.0, float(dropout)))
-        self.recurrent_dropout = min(1.0, max(0.0, float(recurrent_dropout)))
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.unit_forget_bias = unit_forget_bias
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed=seed)
-        self.state_size = [num_experts * units, num_experts * units]
-        self.output_size = num_experts * units
-
-    def build(self, input_shape):
-        input_dim = input_shape[-1]
-        if input_dim is None:
-            raise ValueError(
-                "MixtureOfExpertsLSTMCell needs a known input size, got input shape "
-                f"{input_shape}."
-            )
-        gate_size = NUM_GATES * self.units
-        expert_kernels = _blockwise_initializer(
-            self.kernel_initializer, self.num_experts, (input_dim, gate_size)
-        )
-
-        def kernel_initializer(shape, dtype=None):
-            # [T, n_x, 4 n_h] -> [n_x, T * 4 n_h], expert-major columns.
-            blocks = expert_kernels((self.num_experts, input_dim, gate_size), dtype=dtype)
-            return ops.reshape(ops.transpose(blocks, (1, 0, 2)), shape)
-
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(input_dim, self.num_experts * gate_size),
-            initializer=kernel_initializer,
-        )
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel",
-            shape=(self.num_experts, self.units, gate_size),
-            initializer=_blockwise_initializer(
-                self.recurrent_initializer, self.num_experts, (self.units, gate_size)
-            ),
-        )
-        expert_bias = _lstm_bias_initializer(
-            self.bias_initializer, self.units, self.unit_forget_bias
-        )
-        self.bias = self.add_weight(
-            name="bias",
-            shape=(self.num_experts * gate_size,),
-            initializer=lambda shape, dtype=None: ops.tile(
-                expert_bias((gate_size,), dtype=dtype), (self.num_experts,)
-            ),
-        )
-
-    def call(self, inputs, states, training=False):
-        """One step of all experts: ``inputs [B, n_x]``, ``states [h, c]`` each
-        ``[B, T * n_h]`` -> ``(h [B, T * n_h], [h, c])`` (eq. 8 with LSTM units)."""
-        h_tm1, c_tm1 = states
-        if training and 0.0 < self.dropout < 1.0:
-            inputs = inputs * self.get_dropout_mask(inputs)
-        h_in = h_tm1
-        if training and 0.0 < self.recurrent_dropout < 1.0:
-            h_in = h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
-        expert_shape = (-1, self.num_experts, self.units)
-        z = ops.matmul(inputs, self.kernel) + self.bias  # [B, T * 4 n_h]
-        z = ops.reshape(z, (-1, self.num_experts, NUM_GATES * self.units))
-        z = z + ops.einsum(
-            "bkn,kng->bkg", ops.reshape(h_in, expert_shape), self.recurrent_kernel
-        )
-        z = ops.reshape(z, (-1, self.num_experts, NUM_GATES, self.units))
-        h, c = _lstm_update(*ops.unstack(z, NUM_GATES, axis=-2),
-                            ops.reshape(c_tm1, expert_shape))
-        flat_shape = (-1, self.num_experts * self.units)
-        h = ops.reshape(h, flat_shape)
-        return h, [h, ops.reshape(c, flat_shape)]
-
-    def get_config(self):
-        config = {
-            "units": self.units,
-            "num_experts": self.num_experts,
-            "dropout": self.dropout,
-            "recurrent_dropout": self.recurrent_dropout,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
-            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            "unit_forget_bias": self.unit_forget_bias,
-            "seed": self.seed,
         }
         return {**super().get_config(), **config}

@@ -208,7 +208,8 @@ def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
     for module in (layers.adaptive_softmax, layers.context_attention, layers.lda,
-                   layers.mixture_of_softmaxes, layers.sememe_decoder, layers.tied_softmax,
+                   layers.mixture_of_experts, layers.mixture_of_softmaxes,
+                   layers.sememe_decoder, layers.tied_softmax,
                    layers.topic_attention, layers.topic_lstm, layers.topic_model,
                    layers.topic_rnn):
         for name, obj in vars(module).items():

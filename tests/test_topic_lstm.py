@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
 from layers.topic_lstm import (
-    MixtureOfExpertsLSTMCell,
     TopicCompositionalLSTM,
     TopicCompositionalLSTMCell,
     TopicState,

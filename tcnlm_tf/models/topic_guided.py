@@ -36,7 +36,8 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from layers.topic_lstm import MixtureOfExpertsLSTMCell, TopicCompositionalLSTM
+from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
+from layers.topic_lstm import TopicCompositionalLSTM
 from layers.topic_model import BagOfWords, NeuralTopicModel
 from tcnlm_tf.models.base import Context, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
