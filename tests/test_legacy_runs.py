@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.legacy_fixture import (evaluated_perplexity, machine, resumed_weights, score_file,
-                                  scores)
+                                  scores, unpacked_export)
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -68,8 +68,8 @@ def test_an_earlier_run_exports_as_it_did(tmp_path, name):
     assert_same(scores(exported), EXPECTED["runs"][name]["scores"])
 
 
-def test_an_earlier_export_scores_as_it_did():
-    export = LEGACY / "saved_models" / "tcnlm" / "1"
+def test_an_earlier_export_scores_as_it_did(tmp_path):
+    export = unpacked_export(LEGACY / "saved_models" / "tcnlm" / "1", tmp_path)
     assert_same(scores(export), EXPECTED["runs"]["tcnlm"]["scores"])
     got, want = score_file(export, LEGACY / "sentences.txt"), EXPECTED["score_file"]
     assert got.keys() == want.keys()
