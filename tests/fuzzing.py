@@ -68,6 +68,10 @@ class _Timeout(Exception):
     pass
 
 
+def _raise_timeout(*_) -> None:
+    raise _Timeout
+
+
 class _Stopped(Exception):
     """Raised in place of a quick command's expensive stage: its flags were accepted."""
 
@@ -287,7 +291,7 @@ def run_case(case: Case, watched: list[Path], timeout: float, quick: bool) -> Ou
     out, err = io.StringIO(), io.StringIO()
     kind, detail = "ran", ""
     start = time.perf_counter()
-    previous = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(_Timeout()))
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
