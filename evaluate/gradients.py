@@ -50,14 +50,8 @@ def main(argv: list[str] | None = None) -> dict:
     tf.keras.utils.set_random_seed(config.train.seed)
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     model = build_model(config, corpus.lm_vocab, corpus.topic_vocab)
-    data, train = config.data, config.train
-    dataset = pipeline.make_dataset(corpus.splits["train"], data.seq_len, train.batch_size,
-                                    config.model.mode, model.context_inputs, data.max_bow,
-                                    shuffle_seed=train.seed * 1000,
-                                    features=model.document_features("train",
-                                                                     corpus.splits["train"]),
-                                    context_options=model.context_options,
-                                    protocol=data.context, line_end=data.line_end)
+    dataset = pipeline.model_dataset(model, config, corpus.splits["train"], "train",
+                                     shuffle_seed=config.train.seed * 1000)
     batch = next(iter(dataset))
     model(batch, training=False)
     variables = model.trainable_variables

@@ -35,7 +35,7 @@ def _check_topic_source(run: Run, topics: str) -> None:
     model = run.config.model.model
     if topics == "uniform" and not has_topics(run.model):
         raise UserError(f"uniform topics need a model with topics; --model {model} has none")
-    if topics == pipeline.SHUFFLED and "bow" not in run.model.context_inputs:
+    if topics == pipeline.SHUFFLED and not run.model.context_spec.reads("document"):
         raise UserError(f"shuffled topics need a model that reads its document's bag of "
                         f"words; --model {model} does not")
 
@@ -56,13 +56,9 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
     _check_topic_source(run, topics)
     config = run.config
     arrays = encode_documents(run, documents)
-    dataset = pipeline.make_dataset(
-        arrays, config.data.seq_len, batch_size or config.train.batch_size, config.model.mode,
-        run.model.context_inputs, config.data.max_bow,
-        features=run.model.document_features(split, arrays),
-        context_options=run.model.context_options,
-        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else config.data.context,
-        line_end=config.data.line_end)
+    dataset = pipeline.model_dataset(
+        run.model, config, arrays, split, batch_size,
+        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else None)
     if topics == "uniform":
         step = tf.function(lambda batch, state: run.model.loss_terms(
             batch, False, state, context=uniform_context(run, batch)), reduce_retracing=True)
@@ -81,11 +77,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
 def document_batch(run: Run, documents: list[Document]) -> dict[str, tf.Tensor]:
     """The context fields the model reads, for whole documents (nothing left out; the
     ``preceding`` sentences are each document's last ones)."""
-    arrays = encode_documents(run, documents)
-    return pipeline.context_fields(run.model.context_inputs, pipeline.split_documents(arrays),
-                                   pipeline.padded_ids(arrays.topic_ids),
-                                   run.config.data.max_bow, pipeline.document_sentences(arrays),
-                                   tf.constant(arrays.topic_offsets), run.model.context_options)
+    return pipeline.split_context(run.model.context_spec, encode_documents(run, documents))
 
 
 def empty_context(run: Run, num: int) -> Context:

@@ -56,7 +56,7 @@ default), so their perplexities compare directly.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -285,47 +285,121 @@ def padded_ids(ids: np.ndarray | tf.Tensor) -> tf.Tensor:
     return tf.concat([tf.cast(ids, tf.int32), tf.zeros([1], tf.int32)], axis=0)
 
 
-def whole_documents(starts: np.ndarray | tf.Tensor, ends: np.ndarray | tf.Tensor):
-    """Context rows [D, 4] of whole documents (nothing left out) from their start and end
-    positions in the flat topic ids."""
-    return tf.stack([starts, starts, starts, ends], axis=1)
+@dataclasses.dataclass(frozen=True)
+class ContextSpec:
+    """The document context a model's batches carry, built once per model
+    (:attr:`tcnlm_tf.models.base.LanguageModel.context_spec`) and given to
+    :func:`make_dataset` and :func:`document_context`.
+
+    ``fields``: the names of the fields (each one of :data:`CONTEXT_FIELDS`); ``max_bow``:
+    the words of ``bow``; ``options``: the sizes and choices of the model's fields
+    (``preceding``: ``sentences`` N and ``words`` W; ``context_weight``: ``weighting``);
+    ``protocol``: what a sentence's document context holds (:data:`CONTEXTS`, or
+    :data:`SHUFFLED` in the ablation)."""
+
+    fields: tuple[str, ...] = ()
+    max_bow: int = 300
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    protocol: str = CONTEXTS[0]
+
+    def reads(self, kind: str) -> bool:
+        """Whether any of the fields is of ``kind`` (:data:`FIELD_KINDS`)."""
+        return any(CONTEXT_FIELDS[name].kind == kind for name in self.fields)
 
 
-def split_documents(split: SplitArrays) -> tf.Tensor:
-    """Context rows [D, 4] of every whole document of ``split``."""
-    topic = split.topic_offsets
-    return whole_documents(topic[split.doc_offsets[:-1]], topic[split.doc_offsets[1:]])
+@dataclasses.dataclass
+class ContextSource:
+    """What the fields of B examples are made from: ``rows`` [B, 4] int64 context rows
+    (document start, left-out start, left-out end, document end; :func:`bag_of_words`) and
+    ``sentences`` [B, 2] int64 (the document's first sentence, the example's sentence;
+    :func:`preceding_sentences`) in the coordinates of ``topic_ids`` (flat, padded:
+    :func:`padded_ids`) and ``sentence_starts`` [S+1] int64; ``weights`` [B] float32: the
+    examples' ``context_weight`` (None: whole documents, weight 1)."""
+
+    rows: tf.Tensor
+    topic_ids: tf.Tensor
+    sentences: tf.Tensor
+    sentence_starts: tf.Tensor
+    weights: tf.Tensor | None = None
 
 
-def document_sentences(split: SplitArrays) -> tf.Tensor:
-    """Sentence rows [D, 2] of every whole document of ``split``: (its first sentence, one
-    past its last), so ``preceding`` holds the document's last sentences (the context of a
-    sentence that would follow it)."""
-    return tf.stack([split.doc_offsets[:-1], split.doc_offsets[1:]], axis=1)
+#: what a context field is made of: ``document``, the document's text as the context rows
+#: and the protocol say (so the shuffled ablation replaces it and a served ``documents``
+#: input is read as a bag of words); ``sentences``, the preceding sentences one by one;
+#: ``weight``, no text (a per-example number)
+FIELD_KINDS = ("document", "sentences", "weight")
 
 
-def context_fields(names: tuple[str, ...], context: tf.Tensor, topic_ids: tf.Tensor,
-                   max_bow: int, sentences: tf.Tensor | None = None,
-                   sentence_starts: tf.Tensor | None = None,
-                   options: Mapping[str, Any] | None = None,
-                   weights: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
-    """The document-context fields ``names`` of a batch (see the module docstring); the one
-    place that knows how each field is made. ``context`` [B, 4]: context rows (see
-    :func:`bag_of_words`); for ``preceding`` also ``sentences`` [B, 2] and
-    ``sentence_starts`` [S+1] (see :func:`preceding_sentences`) and the model's
-    ``context_options`` (``sentences`` N, ``words`` W); for ``context_weight`` the
-    examples' ``weights`` [B] (:func:`context_weights`; None: whole documents, weight 1)."""
-    builders = {
-        "bow": lambda: bag_of_words(context, topic_ids, max_bow),
-        "preceding": lambda: preceding_sentences(sentences, sentence_starts, topic_ids,
-                                                 options["sentences"], options["words"]),
-        "context_weight": lambda: (tf.ones(tf.shape(context)[:1], tf.float32)
-                                   if weights is None else weights),
-    }
-    unknown = set(names) - set(builders)
+@dataclasses.dataclass(frozen=True)
+class ContextField:
+    """How one context field is made: ``build(source, spec)`` -> a tensor with one row per
+    example of the :class:`ContextSource`; ``kind``: one of :data:`FIELD_KINDS`."""
+
+    build: Callable[[ContextSource, ContextSpec], tf.Tensor]
+    kind: str
+
+    def __post_init__(self):
+        if self.kind not in FIELD_KINDS:
+            raise ValueError(f"unknown context field kind {self.kind!r}; choose one of "
+                             f"{FIELD_KINDS}")
+
+
+def _unit_weights(source: ContextSource, spec: ContextSpec) -> tf.Tensor:
+    if source.weights is None:
+        return tf.ones(tf.shape(source.rows)[:1], tf.float32)
+    return source.weights
+
+
+#: every context field by name (see the module docstring); a new field is one entry here
+#: (:func:`register_context_field`) and a model whose ``context_inputs`` name it
+CONTEXT_FIELDS: dict[str, ContextField] = {
+    "bow": ContextField(lambda source, spec: bag_of_words(source.rows, source.topic_ids,
+                                                          spec.max_bow), "document"),
+    "preceding": ContextField(lambda source, spec: preceding_sentences(
+        source.sentences, source.sentence_starts, source.topic_ids,
+        spec.options["sentences"], spec.options["words"]), "sentences"),
+    "context_weight": ContextField(_unit_weights, "weight"),
+}
+
+
+def register_context_field(name: str, field: ContextField) -> None:
+    """Add the context field ``name`` (an error if the name is taken)."""
+    if name in CONTEXT_FIELDS:
+        raise ValueError(f"a context field named {name!r} exists already")
+    CONTEXT_FIELDS[name] = field
+
+
+def context_fields(spec: ContextSpec, source: ContextSource) -> dict[str, tf.Tensor]:
+    """The context fields of ``spec`` for the examples of ``source``: {name: [B, ...]}; the
+    one place that makes them."""
+    unknown = set(spec.fields) - set(CONTEXT_FIELDS)
     if unknown:
         raise ValueError(f"no builder for the context fields {sorted(unknown)}")
-    return {name: builders[name]() for name in names}
+    return {name: CONTEXT_FIELDS[name].build(source, spec) for name in spec.fields}
+
+
+def document_context(spec: ContextSpec, topic_ids: tf.Tensor,
+                     sentence_starts: np.ndarray | tf.Tensor,
+                     documents: np.ndarray | tf.Tensor) -> dict[str, tf.Tensor]:
+    """The context fields of whole documents (nothing left out; ``preceding``: each
+    document's last sentences, the context of a sentence that would follow it), the one
+    builder of document context for evaluation, serving and a model's own reading of
+    documents. ``topic_ids``: flat topic-vocabulary ids, padded (:func:`padded_ids`);
+    ``sentence_starts``
+    [S+1]: where each sentence starts in them, then where the last one ends; ``documents``
+    [D, 2]: each document's first sentence and one past its last."""
+    documents = tf.cast(documents, tf.int64)
+    sentence_starts = tf.cast(sentence_starts, tf.int64)
+    first, end = tf.unstack(documents, axis=1)
+    start, stop = tf.gather(sentence_starts, first), tf.gather(sentence_starts, end)
+    rows = tf.stack([start, start, start, stop], axis=1)
+    return context_fields(spec, ContextSource(rows, topic_ids, documents, sentence_starts))
+
+
+def split_context(spec: ContextSpec, split: SplitArrays) -> dict[str, tf.Tensor]:
+    """:func:`document_context` of every document of ``split``."""
+    return document_context(spec, padded_ids(split.topic_ids), split.topic_offsets,
+                            np.stack([split.doc_offsets[:-1], split.doc_offsets[1:]], axis=1))
 
 
 def _with_weights(batch: dict) -> dict:
@@ -334,23 +408,19 @@ def _with_weights(batch: dict) -> dict:
 
 
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
-                     context_inputs: tuple[str, ...] = (), max_bow: int = 300,
-                     shuffle_seed: int | None = None,
-                     features: dict[str, np.ndarray] | None = None,
-                     context_options: Mapping[str, Any] | None = None,
-                     protocol: str = CONTEXTS[0]) -> tf.data.Dataset:
+                     context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
+                     features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
-    seed, so a resumed epoch sees the same order), with the ``context_inputs`` fields (made
-    with the model's ``context_options``, under the context ``protocol``) and each
+    seed, so a resumed epoch sees the same order), with the ``context`` fields and each
     example's row of the per-document ``features`` ({name: [D, ...]})."""
-    options = context_options or {}
     order = np.arange(len(examples))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
     inputs = tf.constant(examples.inputs)
     targets = tf.constant(examples.targets)
-    context = tf.constant(protocol_context(split, examples, protocol))
-    weights = tf.constant(context_weights(examples, options.get("weighting", WEIGHTINGS[0])))
+    rows = tf.constant(protocol_context(split, examples, context.protocol))
+    weights = tf.constant(context_weights(examples,
+                                          context.options.get("weighting", WEIGHTINGS[0])))
     documents = tf.constant(examples.documents)
     sentences = tf.constant(np.stack([split.doc_offsets[examples.documents],
                                       examples.sentences], axis=1))
@@ -360,9 +430,9 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
 
     def gather(index):
         batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
-        batch.update(context_fields(context_inputs, tf.gather(context, index), topic_ids,
-                                    max_bow, tf.gather(sentences, index), sentence_starts,
-                                    options, tf.gather(weights, index)))
+        batch.update(context_fields(context, ContextSource(
+            tf.gather(rows, index), topic_ids, tf.gather(sentences, index), sentence_starts,
+            tf.gather(weights, index))))
         batch.update({name: tf.gather(value, tf.gather(documents, index))
                       for name, value in features.items()})
         return _with_weights(batch)
@@ -394,24 +464,35 @@ def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int,
 
 
 def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
-                 context_inputs: tuple[str, ...] = (), max_bow: int = 300,
-                 shuffle_seed: int | None = None,
+                 context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
-                 context_options: Mapping[str, Any] | None = None,
-                 protocol: str = CONTEXTS[0],
                  line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream');
-    ``context_inputs`` names the document-context fields to add (with the model's
-    ``context_options``, under the context ``protocol``) and ``features`` per-document side
-    inputs (sentence mode),
-    ``examples`` reuses precomputed sequences; ``line_end`` (stream mode): whether
-    ``<eos>`` follows each line."""
+    ``context``: the model's :class:`ContextSpec` (sentence mode; the fields to add and how),
+    ``features``: per-document side inputs (sentence mode), ``examples``: precomputed
+    sequences; ``line_end`` (stream mode): whether ``<eos>`` follows each line."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed)
     if mode == "stream":
         return stream_dataset(split, seq_len, batch_size, line_end)
     if examples is None:
         examples = sentence_examples(split, seq_len)
-    return sentence_dataset(split, examples, batch_size, context_inputs, max_bow, shuffle_seed,
-                            features, context_options, protocol)
+    return sentence_dataset(split, examples, batch_size, context, shuffle_seed, features)
+
+
+def model_dataset(model: Any, config: Any, split: SplitArrays, split_name: str | None,
+                  batch_size: int | None = None, shuffle_seed: int | None = None,
+                  examples: SentenceExamples | None = None,
+                  protocol: str | None = None) -> tf.data.Dataset:
+    """The batches a ``model`` (:class:`~tcnlm_tf.models.base.LanguageModel`) of a run
+    configured by ``config`` (:class:`~tcnlm_tf.config.RunConfig`) reads from ``split``,
+    the corpus split named ``split_name`` (None: a text that is no split of the run's
+    corpus): its mode, sequence length, context and per-document features; ``batch_size``
+    (default: the run's), ``protocol``: another context protocol (the ablation)."""
+    context = model.context_spec
+    if protocol is not None:
+        context = dataclasses.replace(context, protocol=protocol)
+    return make_dataset(split, config.data.seq_len, batch_size or config.train.batch_size,
+                        config.model.mode, context, shuffle_seed, examples,
+                        model.document_features(split_name, split), config.data.line_end)

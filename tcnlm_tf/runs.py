@@ -39,13 +39,11 @@ class Run:
     checkpoint: str
 
 
-def _dummy_batch(config: RunConfig, model: LanguageModel) -> dict[str, tf.Tensor]:
+def _dummy_batch(model: LanguageModel) -> dict[str, tf.Tensor]:
     """A one-row batch that creates every variable of a model when it is called."""
     ids = tf.constant([[EOS_ID, EOS_ID]], tf.int32)
-    context = pipeline.context_fields(model.context_inputs, tf.zeros([1, 4], tf.int64),
-                                      pipeline.padded_ids([]), config.data.max_bow,
-                                      tf.zeros([1, 2], tf.int64), tf.zeros([1], tf.int64),
-                                      model.context_options)
+    context = pipeline.document_context(model.context_spec, pipeline.padded_ids([]), [0],
+                                        [[0, 0]])
     return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 
@@ -72,7 +70,7 @@ def load_run(directory: Path | str, precision: str | None = None,
     if precision is not None:
         config.train.precision = precision
     model = build_model(config, lm_vocab, topic_vocab, directory)
-    model(_dummy_batch(config, model))
+    model(_dummy_batch(model))
     mismatches = shape_mismatches(newest[0], model)
     if mismatches:
         raise UserError(

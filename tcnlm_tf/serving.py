@@ -40,7 +40,7 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
 
 How the context enters follows the run's training: models with document-context inputs
 read ``documents`` through the same builder as training
-(:func:`tcnlm_tf.pipeline.context_fields`) and the model's own ``context``: the topic
+(:func:`tcnlm_tf.pipeline.document_context`) and the model's own ``context``: the topic
 models the first ``max_bow`` topic-vocabulary words of the document (in training, the
 document minus the sentence, or with ``--context preceding`` the text before it), a model
 that reads ``preceding`` (the LCLM) the topic words of the document's last N sentences, so
@@ -157,13 +157,11 @@ class ServingModule(tf.Module):
         self._holder = _ModelHolder(run.model)
         self.model_variables = [v.value for v in run.model.variables]
         self.topic_model = has_topics(run.model)
-        self.context_inputs = run.model.context_inputs
+        self.context_spec = run.model.context_spec
         self.carries_state = run.config.model.mode in STATEFUL_MODES
         # stream mode with --line-end none: no <eos> is read or predicted after a line
         self.line_eos = run.config.data.line_end == "eos"
         self.seq_len = run.config.data.seq_len
-        self.max_bow = run.config.data.max_bow
-        self.protocol = run.config.data.context
         # for clients that load the SavedModel in Python (evaluate.score): what the model is
         # and how its documents input is read
         self.model_type = tf.Variable(run.config.model.model, trainable=False, name="model_type")
@@ -172,7 +170,7 @@ class ServingModule(tf.Module):
         self.lm_table = _table([w if w != PAD else "" for w in run.lm_vocab.words], UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)
-        if self.context_inputs:
+        if self.context_spec.fields:
             self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
         if self.topic_model:
             self.num_topics = run.model.num_topics
@@ -212,17 +210,18 @@ class ServingModule(tf.Module):
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
 
     def context_rule(self) -> str:
-        """How the ``documents`` input is read: ``preceding-sentences`` (models whose
-        context inputs include ``preceding``: the text before the sentence, of which they
-        read the last sentences' topic words), ``bag-of-words`` (other models with
-        document-context inputs trained with ``--context rest``: the document minus the
-        sentence), ``preceding-bag-of-words`` (the same trained with ``--context
+        """How the ``documents`` input is read: ``preceding-sentences`` (models with a
+        context field of kind ``sentences``, e.g. ``preceding``: the text before the
+        sentence, of which they read the last sentences' topic words), ``bag-of-words``
+        (other models with document-context inputs trained with ``--context rest``: the
+        document minus the sentence), ``preceding-bag-of-words`` (the same trained with ``--context
         preceding``: the text before the sentence), ``preceding-text`` (document- or
         stream-mode LSTM) or ``ignored``."""
-        if "preceding" in self.context_inputs:
+        if self.context_spec.reads("sentences"):
             return "preceding-sentences"
-        if self.context_inputs:
-            return "preceding-bag-of-words" if self.protocol == "preceding" else "bag-of-words"
+        if self.context_spec.fields:
+            return ("preceding-bag-of-words" if self.context_spec.protocol == "preceding"
+                    else "bag-of-words")
         return "preceding-text" if self.carries_state else "ignored"
 
     @property
@@ -274,16 +273,12 @@ class ServingModule(tf.Module):
         per_document = tf.RaggedTensor.from_value_rowids(
             tf.range(tf.size(document_of, out_type=tf.int64)), document_of,
             nrows=tf.shape(documents, out_type=tf.int64)[0])              # [B, (s')]
-        first, end = per_document.row_starts(), per_document.row_limits()
-        sentence_starts = ids.row_splits                                   # [S'+1]
-        context = pipeline.whole_documents(tf.gather(sentence_starts, first),
-                                           tf.gather(sentence_starts, end))
-        return pipeline.context_fields(
-            self.context_inputs, context, pipeline.padded_ids(ids.flat_values), self.max_bow,
-            tf.stack([first, end], axis=1), sentence_starts, self.model.context_options)
+        bounds = tf.stack([per_document.row_starts(), per_document.row_limits()], axis=1)
+        return pipeline.document_context(self.context_spec, pipeline.padded_ids(ids.flat_values),
+                                         ids.row_splits, bounds)
 
     def _context(self, documents: tf.Tensor) -> Context:
-        if not self.context_inputs:
+        if not self.context_spec.fields:
             return Context()
         return self.model.context(self._context_batch(documents), training=False)
 

@@ -30,7 +30,8 @@ def test_shuffled_context_is_another_whole_document():
         assert list(row) == [starts[document]] * 3 + [ends[document]]
     by_document = {own: d for own, d in zip(examples.documents, documents)}
     assert sorted(by_document.values()) == list(range(SPLIT.num_documents))   # a permutation
-    ds = pipeline.sentence_dataset(SPLIT, examples, 10, ("bow",), 5, protocol=pipeline.SHUFFLED)
+    ds = pipeline.sentence_dataset(SPLIT, examples, 10,
+                                   pipeline.ContextSpec(("bow",), 5, protocol=pipeline.SHUFFLED))
     bow = next(iter(ds))["bow"].numpy()
     for row, document in zip(bow, documents):
         words = SPLIT.topic_ids[starts[document]:ends[document]][:5]

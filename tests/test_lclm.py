@@ -54,8 +54,8 @@ def hand_made_split() -> SplitArrays:
 def test_preceding_holds_the_bags_of_the_sentences_before_in_the_document():
     split = hand_made_split()
     examples = pipeline.sentence_examples(split, seq_len=4)   # sentence 3 is 2 sequences
-    batch = next(iter(pipeline.sentence_dataset(split, examples, 20, ("preceding", "bow"), 4,
-                                                context_options=OPTIONS)))
+    spec = pipeline.ContextSpec(("preceding", "bow"), 4, OPTIONS)
+    batch = next(iter(pipeline.sentence_dataset(split, examples, 20, spec)))
     expected = np.asarray(EXPECTED, np.int32)[[0, 1, 2, 3, 3, 4, 5, 6]]
     np.testing.assert_array_equal(batch["preceding"].numpy(), expected)
     assert batch["preceding"].dtype == tf.int32
@@ -65,9 +65,8 @@ def test_preceding_holds_the_bags_of_the_sentences_before_in_the_document():
 
 def test_whole_documents_read_their_last_sentences():
     split = hand_made_split()
-    rows = pipeline.preceding_sentences(pipeline.document_sentences(split),
-                                        tf.constant(split.topic_offsets),
-                                        pipeline.padded_ids(split.topic_ids), N, W)
+    rows = pipeline.split_context(pipeline.ContextSpec(("preceding",), options=OPTIONS),
+                                  split)["preceding"]
     np.testing.assert_array_equal(rows.numpy(), [[[0, 0], [8, 0], [9, 4]],
                                                  [[0, 0], [0, 0], [3, 0]],
                                                  [[0, 0], [2, 2], [1, 0]]])
@@ -91,7 +90,7 @@ def serving_module():
 
     config = tiny_config(context_sentences=N, context_words=W)
     model = build_model(config, LM, TOPIC)
-    model(_dummy_batch(config, model))
+    model(_dummy_batch(model))
     return ServingModule(Run(None, config, LM, TOPIC, model, ""))
 
 
@@ -107,8 +106,8 @@ def test_serving_reads_the_text_before_the_sentence_as_training_does(serving_mod
     ]
     split = encode_split(documents, LM, TOPIC)
     examples = pipeline.sentence_examples(split, seq_len=30)
-    batch = next(iter(pipeline.sentence_dataset(split, examples, 20, ("preceding",),
-                                                context_options=OPTIONS)))
+    batch = next(iter(pipeline.sentence_dataset(
+        split, examples, 20, pipeline.ContextSpec(("preceding",), options=OPTIONS))))
     last = split.doc_offsets[1:] - 1
     texts = ["\t".join(" ".join(s) for s in d[:-1]) for d in documents]
     texts[0] = texts[0].replace("zzz\t", "zzz\t\t")                   # an empty sentence

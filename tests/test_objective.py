@@ -38,9 +38,7 @@ def tcnlm(topic_word_scale=30.0, topic_kernel_scale=10.0, weighting="sentence"):
 def all_examples(model):
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)
     assert len(examples) == 5 and list(examples.sentences) == [0, 0, 0, 1, 2]
-    return next(iter(pipeline.sentence_dataset(
-        SPLIT, examples, 10, model.context_inputs, 300,
-        context_options=model.context_options)))
+    return next(iter(pipeline.sentence_dataset(SPLIT, examples, 10, model.context_spec)))
 
 
 @pytest.mark.parametrize("weighting", ["sentence", "document"])

@@ -44,8 +44,8 @@ def test_sentence_examples_cut_long_sentences_and_predict_each_target_once():
 
 def test_bag_of_words_is_document_minus_sentence_capped():
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)
-    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",),
-                                   max_bow=2)
+    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10,
+                                   context=pipeline.ContextSpec(("bow",), max_bow=2))
     batch = next(iter(ds))
     bow = batch["bow"].numpy()
     t = TOPIC.id
@@ -61,8 +61,9 @@ def test_bag_of_words_is_document_minus_sentence_capped():
 
 def test_preceding_protocol_keeps_only_the_sentences_before():
     examples = pipeline.sentence_examples(SPLIT, seq_len=30)
-    ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=10, context_inputs=("bow",),
-                                   max_bow=2, protocol="preceding")
+    ds = pipeline.sentence_dataset(
+        SPLIT, examples, batch_size=10,
+        context=pipeline.ContextSpec(("bow",), max_bow=2, protocol="preceding"))
     bow = next(iter(ds))["bow"].numpy()
     t = TOPIC.id
     np.testing.assert_array_equal(bow, [[0, 0], [t("w1"), 0], [t("w1"), t("w2")],   # doc 0
@@ -76,8 +77,9 @@ def test_context_weight_counts_each_sentence_or_document_once():
             ("sentence", SPLIT.num_sentences, [1, 1 / 3, 1 / 3, 1 / 3, 1, 1 / 2, 1 / 2, 1, 1]),
             ("document", SPLIT.num_documents, [1 / 5] * 5 + [1 / 2] * 4)):
         ds = pipeline.sentence_dataset(SPLIT, examples, batch_size=20,
-                                       context_inputs=("context_weight",),
-                                       context_options={"weighting": weighting})
+                                       context=pipeline.ContextSpec(
+                                           ("context_weight",),
+                                           options={"weighting": weighting}))
         weight = next(iter(ds))["context_weight"].numpy()
         np.testing.assert_allclose(weight, expected, rtol=1e-6)
         np.testing.assert_allclose(weight.sum(), units, rtol=1e-6)

@@ -43,7 +43,8 @@ def test_a_sentence_contributes_none_of_its_words_to_its_own_context():
     document = [["alpha", "beta"], ["omega", "sigma", "omega"], ["gamma", "delta"]]
     split = encode_split([document], lm, topic)
     examples = pipeline.sentence_examples(split, seq_len=30)
-    batch = next(iter(pipeline.sentence_dataset(split, examples, 3, ("bow",), 10)))
+    batch = next(iter(pipeline.sentence_dataset(split, examples, 3,
+                                                pipeline.ContextSpec(("bow",), 10))))
     own = {topic.index["omega"], topic.index["sigma"]}
     contexts = [set(row[row > 0].tolist()) for row in batch["bow"].numpy()]
     assert contexts[1] == {topic.index[w] for w in ("alpha", "beta", "gamma", "delta")}
@@ -65,7 +66,8 @@ def test_the_topic_vector_of_a_sentence_ignores_its_own_words(workdir):
                                             examples.context, examples.documents,
                                             examples.sentences)
         split = type(arrays)(**{**vars(arrays), "topic_ids": topic_ids})
-        batch = next(iter(pipeline.sentence_dataset(split, changed, len(first), ("bow",), 300)))
+        batch = next(iter(pipeline.sentence_dataset(split, changed, len(first),
+                                                    pipeline.ContextSpec(("bow",)))))
         return model.context(batch, training=False)["topic_vector"].numpy()
 
     before = topic_vectors(arrays.topic_ids)

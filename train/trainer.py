@@ -366,16 +366,12 @@ class Trainer:
 
     def dataset(self, split: str, shuffle_seed: int | None = None) -> tf.data.Dataset:
         """The batches of ``split`` for this run's mode (global batch size)."""
-        data, batch_size = self.config.data, self.config.train.batch_size
         arrays = self.corpus.splits[split]
         if not self.uses_state and split not in self.examples:
-            self.examples[split] = pipeline.sentence_examples(arrays, data.seq_len)
-        return pipeline.make_dataset(arrays, data.seq_len, batch_size, self.config.model.mode,
-                                     self.model.context_inputs, data.max_bow, shuffle_seed,
-                                     self.examples.get(split),
-                                     self.model.document_features(split, arrays),
-                                     self.model.context_options, data.context,
-                                     data.line_end)
+            self.examples[split] = pipeline.sentence_examples(arrays, self.config.data.seq_len)
+        return pipeline.model_dataset(self.model, self.config, arrays, split,
+                                      shuffle_seed=shuffle_seed,
+                                      examples=self.examples.get(split))
 
     def distribute(self, dataset: tf.data.Dataset) -> Iterator:
         """The global batches of ``dataset``, each split among the replicas (a generator).

@@ -10,10 +10,6 @@ from typing import TYPE_CHECKING
 
 from tcnlm_tf.models.registry import MODELS, ModelSpec, Option, spec_of
 
-#: the context inputs made of topic-vocabulary ids (tcnlm_tf.pipeline): a model that reads
-#: one needs a topic vocabulary with words in it
-TOPIC_WORD_INPUTS = frozenset({"bow", "preceding"})
-
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -28,11 +24,14 @@ def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocab
     of ``config.train.precision`` (:mod:`tcnlm_tf.precision`); ``run_dir``: the run
     directory whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
     from tcnlm_tf.errors import UserError
+    from tcnlm_tf.pipeline import CONTEXT_FIELDS
     from tcnlm_tf.precision import building
     from tcnlm_tf.vocab import TOPIC_SPECIALS
 
     model_class = spec_of(config.model.model).model_class()
-    reads = sorted(set(model_class.context_inputs) & TOPIC_WORD_INPUTS)
+    # every context field but a weight is made of topic-vocabulary ids
+    reads = [name for name in model_class.context_inputs
+             if CONTEXT_FIELDS[name].kind != "weight"]
     if reads and len(topic_vocab) <= len(TOPIC_SPECIALS):
         raise UserError(
             f"the topic-model vocabulary is empty: no non-stop-word is in at least "
@@ -40,7 +39,9 @@ def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocab
             f"{config.model.model} reads topic words ({', '.join(reads)}); lower "
             "--topic-min-docs")
     with building(config.train.precision):
-        return model_class.create(config, lm_vocab, topic_vocab, run_dir)
+        model = model_class.create(config, lm_vocab, topic_vocab, run_dir)
+    model.configure_context(config.data)
+    return model
 
 
 __all__ = ["MODELS", "ModelSpec", "Option", "build_model", "spec_of"]

@@ -10,8 +10,9 @@ contract, so a new model is one subclass plus a registry entry
 * ``create(config, lm_vocab, topic_vocab, run_dir)``: build itself from a run's configuration;
 * ``context_inputs``: which document-context fields its batches need (``"bow"``: the
   topic-vocabulary ids of the document minus the sentence; ``"preceding"``: those of each
-  preceding sentence; see :mod:`tcnlm_tf.pipeline`), and ``context_options``: the sizes the
-  pipeline makes them with;
+  preceding sentence; any field of :data:`tcnlm_tf.pipeline.CONTEXT_FIELDS`), and
+  ``context_options``: the sizes the pipeline makes them with; the generic code reads both
+  through ``context_spec``;
 * ``document_features(split, arrays)``: per-document side inputs of a split (TDLM's tags),
   added to each example's batch row;
 * ``context(batch)``: what it derives from them, as an open :class:`Context`;
@@ -32,8 +33,9 @@ import tensorflow as tf
 if TYPE_CHECKING:
     import numpy as np
 
-    from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.config import DataConfig, RunConfig
     from tcnlm_tf.data import Corpus, SplitArrays
+    from tcnlm_tf.pipeline import ContextSpec
     from tcnlm_tf.vocab import Vocabulary
 
 
@@ -106,6 +108,7 @@ class LanguageModel(keras.Model):
 
     #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
     context_inputs: tuple[str, ...] = ()
+    _context_spec: "ContextSpec | None" = None
 
     def __init__(self, **kwargs):
         # The model itself computes in float32 whatever the precision its layers were built
@@ -116,10 +119,29 @@ class LanguageModel(keras.Model):
 
     @property
     def context_options(self) -> dict[str, Any]:
-        """Sizes of the context fields that the model sets, passed to
-        :func:`tcnlm_tf.pipeline.context_fields` (``preceding``: ``sentences`` N and
-        ``words`` W); none by default."""
+        """Sizes and choices of the context fields that the model sets (``preceding``:
+        ``sentences`` N and ``words`` W; ``context_weight``: ``weighting``), the ``options``
+        of its :attr:`context_spec`; none by default."""
         return {}
+
+    @property
+    def context_spec(self) -> "ContextSpec":
+        """The document context of the model's batches, built once
+        (:class:`tcnlm_tf.pipeline.ContextSpec`): its ``context_inputs`` made with its
+        ``context_options``, with the run's ``max_bow`` and context protocol once
+        :meth:`configure_context` has set them (:func:`tcnlm_tf.models.build_model` does),
+        else with the defaults."""
+        if self._context_spec is None:
+            from tcnlm_tf.pipeline import ContextSpec
+            self._context_spec = ContextSpec(self.context_inputs,
+                                             options=dict(self.context_options))
+        return self._context_spec
+
+    def configure_context(self, data: "DataConfig") -> None:
+        """Build :attr:`context_spec` for a run's data configuration ``data``."""
+        from tcnlm_tf.pipeline import ContextSpec
+        self._context_spec = ContextSpec(self.context_inputs, data.max_bow,
+                                         dict(self.context_options), data.context)
 
     @classmethod
     def create(cls, config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",

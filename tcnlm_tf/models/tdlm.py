@@ -128,13 +128,12 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                  num_topics: int = 50, filter_widths: Sequence[int] = (2,),
                  num_filters: int = 20, topic_dim: int = 50, topic_dropout: float = 0.6,
                  topic_dropout_on: str = "embeddings", topic_targets: int = 3,
-                 max_doc_words: int = 300,
                  tags: dict[str, list[list[int]]] | None = None, num_tags: int = 0,
                  tag_dim: int = 5, labels: dict[str, list[int]] | None = None,
                  num_labels: int = 0, embedding_dim: int = 300, **kwargs):
         self.num_topics = num_topics
         super().__init__(vocab_size, embedding_dim=embedding_dim, **kwargs)
-        self.topic_targets, self.max_doc_words = topic_targets, max_doc_words
+        self.topic_targets = topic_targets
         self.topic_to_lm = tf.constant(np.asarray(topic_to_lm, np.int32))
         self.topic_model = ConvolutionalTopicModel(
             topic_vocab_size, vocab_size, num_topics, embedding_dim=embedding_dim,
@@ -177,7 +176,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                    num_filters=m.option("num_filters"), topic_dim=m.option("topic_dim"),
                    topic_dropout=m.option("topic_dropout"),
                    topic_dropout_on=m.option("topic_dropout_on"),
-                   topic_targets=m.option("topic_targets"), max_doc_words=config.data.max_bow,
+                   topic_targets=m.option("topic_targets"),
                    name="tdlm", **cls.lm_arguments(config, lm_vocab, run_dir), **extra)
 
     # ------------------------------------------------------------ the LM side
@@ -230,18 +229,18 @@ class TDLM(RecurrentLanguageModel, TopicModel):
     def _document_reader(self, split, arrays):
         """The split's arrays as tensors, made once per dataset: its padded topic ids, each
         document's end in them [D], and ``read(documents [B])``, the topic model's input for
-        those whole documents (their ``bow`` and per-document features)."""
-        topic = arrays.topic_offsets
-        starts = tf.constant(topic[arrays.doc_offsets[:-1]])
-        ends = tf.constant(topic[arrays.doc_offsets[1:]])
+        those whole documents (their context fields, :func:`tcnlm_tf.pipeline.document_context`,
+        and per-document features)."""
         ids = pipeline.padded_ids(arrays.topic_ids)
+        sentence_starts = tf.constant(arrays.topic_offsets)
+        bounds = tf.constant(np.stack([arrays.doc_offsets[:-1], arrays.doc_offsets[1:]], axis=1))
+        ends = tf.gather(sentence_starts, bounds[:, 1])
         features = {name: tf.constant(value)
                     for name, value in self.document_features(split, arrays).items()}
 
         def read(documents: tf.Tensor) -> dict[str, tf.Tensor]:
-            rows = pipeline.whole_documents(tf.gather(starts, documents),
-                                            tf.gather(ends, documents))
-            batch = pipeline.context_fields(("bow",), rows, ids, self.max_doc_words)
+            batch = pipeline.document_context(self.context_spec, ids, sentence_starts,
+                                              tf.gather(bounds, documents))
             batch.update({name: tf.gather(value, documents) for name, value in features.items()})
             return batch
 
