@@ -8,6 +8,7 @@ implements, and does no file I/O.
 
 from layers.adaptive_softmax import AdaptiveSoftmax, default_cutoffs
 from layers.context_attention import ContextAttention, LateFusionLSTM, LateFusionLSTMCell
+from layers.gaussian_encoder import GaussianEncoder
 from layers.hoisted_lstm import HoistedLSTM
 from layers.lda import LDAInference
 from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
@@ -21,8 +22,9 @@ from layers.topic_model import BagOfWords, NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
-           "DocumentConvolution", "HoistedLSTM", "LDAInference", "LateFusionLSTM",
-           "LateFusionLSTMCell", "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes",
-           "NeuralTopicModel", "SememeDecoder", "TiedSoftmax", "TopicAttention",
-           "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicGate",
-           "TopicRNNInference", "TopicRNNOutput", "TopicState", "default_cutoffs"]
+           "DocumentConvolution", "GaussianEncoder", "HoistedLSTM", "LDAInference",
+           "LateFusionLSTM", "LateFusionLSTMCell", "MixtureOfExpertsLSTMCell",
+           "MixtureOfSoftmaxes", "NeuralTopicModel", "SememeDecoder", "TiedSoftmax",
+           "TopicAttention", "TopicCompositionalLSTM", "TopicCompositionalLSTMCell",
+           "TopicGate", "TopicRNNInference", "TopicRNNOutput", "TopicState",
+           "default_cutoffs"]

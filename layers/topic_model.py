@@ -9,14 +9,12 @@ Topics with Neural Variational Inference", ICML 2017.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Sequence
 
 import keras
 import tensorflow as tf
-import tensorflow_probability as tfp
 
-tfd = tfp.distributions
+from layers.gaussian_encoder import GaussianEncoder, positive_int
 
 #: Added to the word probabilities ``t @ beta`` before the log in the reconstruction term
 #: (see :meth:`NeuralTopicModel.call`); it only guards against an underflow to exactly zero.
@@ -24,13 +22,6 @@ WORD_PROB_FLOOR = 1e-10
 #: Cosines are clipped to ``[0, 1 - COSINE_MARGIN]`` before ``arccos`` in
 #: :meth:`NeuralTopicModel.diversity`, where ``d arccos(x)/dx = -1/sqrt(1 - x^2)`` is finite.
 COSINE_MARGIN = 1e-6
-
-
-def _positive_int(value, what: str) -> int:
-    """Returns ``value`` as an int; ``ValueError`` naming ``what`` unless it is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}.")
-    return int(value)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -52,7 +43,7 @@ class BagOfWords(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = _positive_int(vocab_size, "BagOfWords vocab_size")
+        self.vocab_size = positive_int(vocab_size, "BagOfWords vocab_size")
 
     def call(self, ids):
         """``ids [B, N]`` -> ``counts [B, vocab_size]`` (float32, column 0 is 0)."""
@@ -78,7 +69,7 @@ class BagOfWords(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
-class NeuralTopicModel(keras.layers.Layer):
+class NeuralTopicModel(GaussianEncoder):
     """Gaussian-softmax neural topic model of TCNLM (Sec. 3.1, eq. 4-6; Miao et al., 2017).
 
     Generative model (eq. 4): ``theta ~ N(mu_0, sigma_0^2 I)`` in ``R^K``,
@@ -87,20 +78,15 @@ class NeuralTopicModel(keras.layers.Layer):
     is topic ``i``'s distribution over the ``D`` words. So ``log p(d|t) = sum_v d_v
     log((t beta)_v)`` for the bag-of-words counts ``d`` (eq. 5-6).
 
-    Inference network ``q(theta|d) = N(mu(d), diag(sigma^2(d)))``: ``log1p(d)`` goes through
-    ``len(hidden_units)`` Dense+ReLU layers (2 x 256 in the paper's setup, Sec. 5), then two
-    linear heads give ``mu [B, K]`` and ``log sigma^2 [B, K]``.
+    Inference network ``q(theta|d) = N(mu(d), diag(sigma^2(d)))``: the
+    :class:`layers.gaussian_encoder.GaussianEncoder` this layer extends (``log1p(d)``
+    through ``len(hidden_units)`` Dense+ReLU layers, 2 x 256 in the paper's setup, Sec. 5,
+    then linear heads for ``mu [B, K]`` and ``log sigma^2 [B, K]``; the log-variance head
+    starts at zero, so every initial posterior variance is 1). Its weights are this layer's
+    own (``<name>/mean_kernel``, ...), built before the topic weights below.
 
-    * The encoder reads ``log1p(d)`` rather than the raw counts: a monotone rescaling of the
-      input only (the reconstruction term uses the raw counts), so that a frequent word with
-      tens of occurrences in a 300-word document does not saturate the first layer.
-    * The log-variance head starts with a zero kernel and a zero bias (as in Miao et al.'s
-      code), so every initial posterior variance is exactly 1: with the default prior
-      ``N(0, 1)`` the initial KL comes from the means alone, and the sampling noise is no
-      larger than the prior's.
-    * The mean head, ``W_hat`` and the hidden layers use Glorot-uniform kernels and zero
-      biases; the topic-word logits start Glorot-uniform, so the topics start distinct (see
-      :meth:`diversity`).
+    * ``W_hat`` starts Glorot-uniform with a zero bias; the topic-word logits start
+      Glorot-uniform, so the topics start distinct (see :meth:`diversity`).
     * The topic-word logits are stored as ``topic_word_weights`` and used as
       ``topic_word_scale * topic_word_weights`` (the weights start at Glorot-uniform divided by
       the scale, so the initial logits do not depend on it). The model is unchanged; only its
@@ -115,8 +101,9 @@ class NeuralTopicModel(keras.layers.Layer):
     :meth:`call` returns the per-document terms of the NTM part of the ELBO (eq. 17): the
     single-sample reconstruction ``log p(d|t)`` and the analytic
     ``KL(q(theta|d) || N(mu_0, sigma_0^2 I))``. The training objective of eq. 18 maximises
-    ``ELBO + diversity_weight * R`` with ``R = diversity()``; the layer stores
-    ``diversity_weight`` (lambda = 0.1 in the paper) for the model that builds that loss.
+    ``ELBO + diversity_weight * R`` with ``R = diversity()``; :meth:`objective` gives the
+    NTM's share of the loss to minimise, with ``diversity_weight`` (lambda = 0.1 in the
+    paper).
 
     The layer computes in float32 (its default policy); the KL and the logs are not meant for
     float16. Works inside ``tf.function`` and in a ``tf.distribute`` replica context.
@@ -128,7 +115,7 @@ class NeuralTopicModel(keras.layers.Layer):
         latent_dim: dimension ``K`` of ``theta``; ``None`` means ``num_topics``.
         prior_mean: ``mu_0``, the mean of every coordinate of the prior on ``theta``.
         prior_stddev: ``sigma_0 > 0``, the prior's standard deviation in every coordinate.
-        diversity_weight: ``lambda`` of eq. 18 (stored, not used by the layer itself).
+        diversity_weight: ``lambda`` of eq. 18 (used by :meth:`objective`).
         topic_word_scale: ``s > 0``, the logits' multiplier described above (1 is the plain
             parameterisation).
         **kwargs: passed to :class:`keras.layers.Layer`.
@@ -146,21 +133,11 @@ class NeuralTopicModel(keras.layers.Layer):
         topic_word_scale: float = 30.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.vocab_size = _positive_int(vocab_size, "NeuralTopicModel vocab_size")
-        self.num_topics = _positive_int(num_topics, "NeuralTopicModel num_topics")
-        self.hidden_units = tuple(
-            _positive_int(h, "NeuralTopicModel hidden_units") for h in hidden_units
-        )
-        self.latent_dim = _positive_int(
-            self.num_topics if latent_dim is None else latent_dim, "NeuralTopicModel latent_dim"
-        )
-        if not (math.isfinite(prior_stddev) and prior_stddev > 0):
-            raise ValueError(
-                f"NeuralTopicModel prior_stddev must be positive, got {prior_stddev!r}."
-            )
-        self.prior_mean = float(prior_mean)
-        self.prior_stddev = float(prior_stddev)
+        topics = positive_int(num_topics, "NeuralTopicModel num_topics")
+        super().__init__(vocab_size, topics if latent_dim is None else latent_dim,
+                         hidden_units=hidden_units, prior_mean=prior_mean,
+                         prior_stddev=prior_stddev, **kwargs)
+        self.num_topics = topics
         self.diversity_weight = float(diversity_weight)
         if not (math.isfinite(topic_word_scale) and topic_word_scale > 0):
             raise ValueError(
@@ -169,36 +146,9 @@ class NeuralTopicModel(keras.layers.Layer):
         self.topic_word_scale = float(topic_word_scale)
 
     def build(self, input_shape):
-        d = input_shape[-1]
-        if d != self.vocab_size:
-            raise ValueError(
-                f"NeuralTopicModel expects bag-of-words inputs [B, {self.vocab_size}], got "
-                f"shape {input_shape}."
-            )
-        self.encoder_kernels, self.encoder_biases = [], []
-        width = self.vocab_size
-        for i, units in enumerate(self.hidden_units):
-            self.encoder_kernels.append(
-                self.add_weight(
-                    name=f"encoder_{i}_kernel", shape=(width, units), initializer="glorot_uniform"
-                )
-            )
-            self.encoder_biases.append(
-                self.add_weight(name=f"encoder_{i}_bias", shape=(units,), initializer="zeros")
-            )
-            width = units
-        self.mean_kernel = self.add_weight(
-            name="mean_kernel", shape=(width, self.latent_dim), initializer="glorot_uniform"
-        )
-        self.mean_bias = self.add_weight(
-            name="mean_bias", shape=(self.latent_dim,), initializer="zeros"
-        )
-        self.log_variance_kernel = self.add_weight(
-            name="log_variance_kernel", shape=(width, self.latent_dim), initializer="zeros"
-        )
-        self.log_variance_bias = self.add_weight(
-            name="log_variance_bias", shape=(self.latent_dim,), initializer="zeros"
-        )
+        """The encoder's weights (:meth:`GaussianEncoder.build`), then ``topic_kernel``
+        ``[K, T]``, ``topic_bias`` ``[T]`` and ``topic_word_weights`` ``[T, D]``."""
+        super().build(input_shape)
         self.topic_kernel = self.add_weight(
             name="topic_kernel",
             shape=(self.latent_dim, self.num_topics),
@@ -212,36 +162,6 @@ class NeuralTopicModel(keras.layers.Layer):
             name="topic_word_weights",
             shape=(self.num_topics, self.vocab_size),
             initializer=lambda shape, dtype=None: glorot(shape, dtype) / self.topic_word_scale,
-        )
-
-    def _encode(self, bow_counts):
-        """``d [B, D]`` -> ``(mu [B, K], log sigma^2 [B, K])`` of ``q(theta|d)``."""
-        h = tf.math.log1p(tf.cast(bow_counts, self.compute_dtype))
-        for kernel, bias in zip(self.encoder_kernels, self.encoder_biases):
-            h = tf.nn.relu(tf.matmul(h, kernel) + bias)
-        mean = tf.matmul(h, self.mean_kernel) + self.mean_bias
-        log_variance = tf.matmul(h, self.log_variance_kernel) + self.log_variance_bias
-        return mean, log_variance
-
-    @staticmethod
-    def _gaussian(mean, log_variance):
-        """Diagonal Gaussian over the last axis: ``mean, log_variance [B, K]``."""
-        return tfd.Independent(tfd.Normal(mean, tf.exp(0.5 * log_variance)), 1)
-
-    def posterior(self, bow_counts):
-        """``q(theta|d)``: ``d [B, D]`` -> distribution, batch shape ``[B]``, event ``[K]``."""
-        if not self.built:
-            self.build(bow_counts.shape)
-        return self._gaussian(*self._encode(bow_counts))
-
-    def prior(self):
-        """``p(theta) = N(mu_0, sigma_0^2 I)`` of eq. 4: batch shape ``[]``, event ``[K]``."""
-        return tfd.Independent(
-            tfd.Normal(
-                tf.fill([self.latent_dim], tf.constant(self.prior_mean, self.compute_dtype)),
-                tf.fill([self.latent_dim], tf.constant(self.prior_stddev, self.compute_dtype)),
-            ),
-            1,
         )
 
     def topic_word_logits(self):
@@ -283,25 +203,45 @@ class NeuralTopicModel(keras.layers.Layer):
         * ``"reconstruction"``: ``log p(d|t) = sum_v d_v log((t beta)_v)`` ``[B]`` (eq. 6);
         * ``"kl"``: ``KL(q(theta|d) || N(mu_0, sigma_0^2 I))`` summed over ``K`` ``[B]``.
 
-        The NTM part of the ELBO (eq. 17) is ``mean(reconstruction - kl)``.
+        The NTM part of the ELBO (eq. 17) is ``mean(reconstruction - kl)``; :meth:`objective`
+        turns these outputs into the training loss.
         """
         d = tf.cast(bow_counts, self.compute_dtype)
-        mean, log_variance = self._encode(d)
-        posterior = self._gaussian(mean, log_variance)
-        draw = training if sample is None else sample
-        theta = posterior.sample() if draw else mean
-        topics = self.topic_proportions(theta)
+        encoded = super().call(d, training=training, sample=sample)
+        topics = self.topic_proportions(encoded["theta"])
         word_probs = tf.matmul(topics, self.topic_word())
         reconstruction = tf.reduce_sum(d * tf.math.log(word_probs + WORD_PROB_FLOOR), axis=-1)
-        kl = tfd.kl_divergence(posterior, self.prior())
         return {
             "topics": topics,
-            "mean": mean,
-            "log_variance": log_variance,
-            "theta": theta,
+            "mean": encoded["mean"],
+            "log_variance": encoded["log_variance"],
+            "theta": encoded["theta"],
             "reconstruction": reconstruction,
-            "kl": kl,
+            "kl": encoded["kl"],
         }
+
+    def objective(self, outputs, weights=None, diversity=None):
+        """The NTM's share of the loss to minimise, a scalar: the negative ELBO terms of
+        eq. 17 and the diversity regulariser of eq. 18,
+
+            sum_b w_b (KL_b - log p(d_b|t_b)) - lambda R sum_b w_b,
+
+        so ``R`` keeps weight ``lambda`` relative to each ELBO term.
+
+        Args:
+            outputs: the dict :meth:`call` returned (``kl``, ``reconstruction`` ``[B]``).
+            weights: ``w [B]``, each example's weight; ``None``: ``1 / B`` each (the batch
+                mean).
+            diversity: ``R`` when the caller has computed it already, else
+                :meth:`diversity`.
+        """
+        kl, reconstruction = outputs["kl"], outputs["reconstruction"]
+        if weights is None:
+            weights = tf.ones_like(kl) / tf.cast(tf.size(kl), kl.dtype)
+        if diversity is None:
+            diversity = self.diversity()
+        return (tf.reduce_sum(weights * (kl - reconstruction))
+                - self.diversity_weight * diversity * tf.reduce_sum(weights))
 
     def diversity(self):
         """Topic diversity regulariser ``R = phi - nu`` (Sec. 3.1), a scalar.
@@ -334,12 +274,7 @@ class NeuralTopicModel(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            vocab_size=self.vocab_size,
             num_topics=self.num_topics,
-            hidden_units=list(self.hidden_units),
-            latent_dim=self.latent_dim,
-            prior_mean=self.prior_mean,
-            prior_stddev=self.prior_stddev,
             diversity_weight=self.diversity_weight,
             topic_word_scale=self.topic_word_scale,
         )

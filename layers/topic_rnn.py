@@ -23,18 +23,23 @@ import keras
 import tensorflow as tf
 
 from layers.adaptive_softmax import AdaptiveSoftmax
-from layers.topic_model import _positive_int
+from layers.gaussian_encoder import GaussianEncoder, positive_int
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
-class TopicRNNInference(keras.layers.Layer):
+class TopicRNNInference(GaussianEncoder):
     """The inference network q(theta | X_c) = N(mu(X_c), diag(sigma^2(X_c))) (Sec. 3).
 
-    ``log1p(X_c)`` [B, D] goes through ``len(hidden_units)`` Dense+ReLU layers (the paper's
-    g), then two linear heads give ``mu`` [B, K] and ``log sigma^2`` [B, K]. As the neural
-    topic model of :mod:`layers.topic_model`: the log1p only rescales the counts, and the
-    log-variance head starts at zero (kernel and bias), so every initial variance is 1, the
-    prior's. (The paper's head gives ``log sigma``; ``log sigma^2`` is the same family.)
+    A :class:`layers.gaussian_encoder.GaussianEncoder` with K = ``num_topics`` and the
+    paper's prior N(0, I): ``log1p(X_c)`` [B, D] goes through ``len(hidden_units)``
+    Dense+ReLU layers (the paper's g), then two linear heads give ``mu`` [B, K] and
+    ``log sigma^2`` [B, K]; the log-variance head starts at zero, so every initial variance
+    is 1, the prior's. (The paper's head gives ``log sigma``; ``log sigma^2`` is the same
+    family.)
+
+    :meth:`call`: term frequencies X_c [B, D] -> a dict of [B, K] tensors ``mean`` (mu),
+    ``log_variance`` (log sigma^2) and ``theta`` (the reparameterised draw
+    mu + sigma * eps when sampling, else mu), and ``kl`` [B], KL(q(theta|X_c) || N(0, I)).
 
     Args:
         vocab_size: D, the width of the term-frequency input.
@@ -45,67 +50,19 @@ class TopicRNNInference(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, num_topics: int,
                  hidden_units: Sequence[int] = (256, 256), **kwargs):
-        super().__init__(**kwargs)
-        self.vocab_size = _positive_int(vocab_size, "TopicRNNInference vocab_size")
-        self.num_topics = _positive_int(num_topics, "TopicRNNInference num_topics")
-        self.hidden_units = tuple(_positive_int(h, "TopicRNNInference hidden_units")
-                                  for h in hidden_units)
+        super().__init__(vocab_size, positive_int(num_topics, "TopicRNNInference num_topics"),
+                         hidden_units=hidden_units, **kwargs)
 
-    def build(self, input_shape):
-        if input_shape[-1] != self.vocab_size:
-            raise ValueError(f"TopicRNNInference expects term frequencies [B, "
-                             f"{self.vocab_size}], got shape {input_shape}.")
-        self.encoder_kernels, self.encoder_biases = [], []
-        width = self.vocab_size
-        for i, units in enumerate(self.hidden_units):
-            self.encoder_kernels.append(self.add_weight(
-                name=f"encoder_{i}_kernel", shape=(width, units), initializer="glorot_uniform"))
-            self.encoder_biases.append(self.add_weight(
-                name=f"encoder_{i}_bias", shape=(units,), initializer="zeros"))
-            width = units
-        self.mean_kernel = self.add_weight(name="mean_kernel", shape=(width, self.num_topics),
-                                           initializer="glorot_uniform")
-        self.mean_bias = self.add_weight(name="mean_bias", shape=(self.num_topics,),
-                                         initializer="zeros")
-        self.log_variance_kernel = self.add_weight(
-            name="log_variance_kernel", shape=(width, self.num_topics), initializer="zeros")
-        self.log_variance_bias = self.add_weight(
-            name="log_variance_bias", shape=(self.num_topics,), initializer="zeros")
-
-    @staticmethod
-    def kl_to_standard_normal(mean: tf.Tensor, log_variance: tf.Tensor) -> tf.Tensor:
-        """KL(N(mu, diag(sigma^2)) || N(0, I)) = 1/2 sum_k (mu_k^2 + sigma_k^2 - 1 -
-        log sigma_k^2): ``mean``, ``log_variance`` [B, K] -> [B]."""
-        return 0.5 * tf.reduce_sum(
-            tf.square(mean) + tf.exp(log_variance) - 1.0 - log_variance, axis=-1)
-
-    def call(self, counts, training=False, sample=None):
-        """Term frequencies X_c [B, D] -> a dict of [B, K] tensors ``mean`` (mu),
-        ``log_variance`` (log sigma^2) and ``theta``, and ``kl`` [B], KL(q(theta|X_c) ||
-        N(0, I)).
-
-        ``theta`` is the reparameterised draw mu + sigma * eps, eps ~ N(0, I), when sampling,
-        else mu; ``sample=None`` means "sample iff ``training``" (both Python bools)."""
-        h = tf.math.log1p(tf.cast(counts, self.compute_dtype))
-        for kernel, bias in zip(self.encoder_kernels, self.encoder_biases):
-            h = tf.nn.relu(tf.matmul(h, kernel) + bias)
-        mean = tf.matmul(h, self.mean_kernel) + self.mean_bias
-        log_variance = tf.matmul(h, self.log_variance_kernel) + self.log_variance_bias
-        draw = training if sample is None else sample
-        theta = (mean + tf.exp(0.5 * log_variance) * tf.random.normal(tf.shape(mean))
-                 if draw else mean)
-        return {"mean": mean, "log_variance": log_variance, "theta": theta,
-                "kl": self.kl_to_standard_normal(mean, log_variance)}
-
-    def compute_output_shape(self, input_shape):
-        batch = input_shape[0]
-        return {"mean": (batch, self.num_topics), "log_variance": (batch, self.num_topics),
-                "theta": (batch, self.num_topics), "kl": (batch,)}
+    @property
+    def num_topics(self) -> int:
+        """K, the dimension of theta (the encoder's ``latent_dim``)."""
+        return self.latent_dim
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, num_topics=self.num_topics,
-                      hidden_units=list(self.hidden_units))
+        for fixed in ("latent_dim", "prior_mean", "prior_stddev"):   # K is num_topics; N(0, I)
+            del config[fixed]
+        config.update(num_topics=self.num_topics)
         return config
 
 
@@ -134,7 +91,7 @@ class TopicRNNOutput(AdaptiveSoftmax):
 
     def __init__(self, vocab_size: int, num_topics: int, **kwargs):
         super().__init__(vocab_size, (), **kwargs)
-        self.num_topics = _positive_int(num_topics, "TopicRNNOutput num_topics")
+        self.num_topics = positive_int(num_topics, "TopicRNNOutput num_topics")
 
     def build(self, input_shape):
         super().build(input_shape)

@@ -29,6 +29,14 @@ def _bag_of_words():
     return keras.Model(ids, layer(ids)), layer, [np.random.default_rng(1).integers(0, V, (B, 7))]
 
 
+def _gaussian_encoder():
+    counts = keras.Input((V,))
+    layer = layers.GaussianEncoder(V, T, hidden_units=(8,), prior_mean=0.5, prior_stddev=2.0)
+    out = layer(counts)
+    return keras.Model(counts, [out["mean"], out["log_variance"], out["kl"]]), layer, [
+        np.random.default_rng(1).poisson(1.0, (B, V)).astype(np.float32)]
+
+
 def _neural_topic_model():
     ids = keras.Input((7,), dtype="int32")
     layer = layers.NeuralTopicModel(V, T, hidden_units=(8, 8))
@@ -183,6 +191,7 @@ def _tied_softmax():
 CASES = {
     layers.AdaptiveSoftmax: _adaptive_softmax,
     layers.BagOfWords: _bag_of_words,
+    layers.GaussianEncoder: _gaussian_encoder,
     layers.NeuralTopicModel: _neural_topic_model,
     layers.TopicCompositionalLSTM: _topic_compositional_lstm,
     layers.TopicCompositionalLSTMCell: _topic_compositional_cell,
@@ -207,7 +216,8 @@ CASES = {
 def layer_classes():
     """Every public Layer class defined in the modules of ``layers``."""
     found = set()
-    for module in (layers.adaptive_softmax, layers.context_attention, layers.lda,
+    for module in (layers.adaptive_softmax, layers.context_attention,
+                   layers.gaussian_encoder, layers.lda,
                    layers.mixture_of_experts, layers.mixture_of_softmaxes,
                    layers.sememe_decoder, layers.tied_softmax,
                    layers.topic_attention, layers.topic_lstm, layers.topic_model,

@@ -116,6 +116,28 @@ def test_kl_matches_closed_form():
     assert np.abs(default_kl - expected).max() > 1e-2
 
 
+def test_objective_is_the_weighted_negative_elbo_minus_diversity():
+    """objective = sum_b w_b (KL_b - log p(d_b|t_b)) - lambda R sum_b w_b (eq. 17-18), from
+    a NumPy forward pass; without weights, each example weighs 1/B."""
+    ntm = make_ntm(prior_mean=0.5, prior_stddev=2.0, diversity_weight=0.3)
+    d = random_counts(np.random.default_rng(10))
+    mu, log_var, t, beta = numpy_forward(ntm, d)
+    kl = 0.5 * (np.exp(log_var) / 4.0 + (mu - 0.5) ** 2 / 4.0 - 1.0 - log_var
+                + np.log(4.0)).sum(-1)
+    reconstruction = (d * np.log(t @ beta)).sum(-1)
+    diversity = numpy_diversity(beta)[2]
+    w = np.random.default_rng(11).uniform(0.1, 1.0, len(d))
+    out = ntm(d)
+    expected = (w * (kl - reconstruction)).sum() - 0.3 * diversity * w.sum()
+    np.testing.assert_allclose(float(ntm.objective(out, tf.constant(w, tf.float32))),
+                               expected, rtol=1e-4)
+    np.testing.assert_allclose(float(ntm.objective(out)),
+                               (kl - reconstruction).mean() - 0.3 * diversity, rtol=1e-4)
+    given = ntm.objective(out, tf.constant(w, tf.float32), diversity=tf.constant(2.0))
+    np.testing.assert_allclose(float(given), (w * (kl - reconstruction)).sum() - 0.6 * w.sum(),
+                               rtol=1e-4)
+
+
 def test_eval_uses_mean_and_training_samples():
     ntm = make_ntm()
     d = np.repeat(random_counts(np.random.default_rng(4), batch=1), 4000, axis=0)
@@ -165,9 +187,7 @@ def test_gradients_finite_for_all_weights():
     ntm = make_ntm()
     d = random_counts(np.random.default_rng(5))
     with tf.GradientTape() as tape:
-        out = ntm(d, training=True)
-        loss = (tf.reduce_mean(-out["reconstruction"] + out["kl"])
-                - ntm.diversity_weight * ntm.diversity())
+        loss = ntm.objective(ntm(d, training=True))
     grads = tape.gradient(loss, ntm.trainable_weights)
     assert len(grads) == 2 * len(HIDDEN) + 7
     for w, g in zip(ntm.trainable_weights, grads):
@@ -186,9 +206,7 @@ def test_mirrored_strategy_train_step():
 
     def replica_step(counts):
         with tf.GradientTape() as tape:
-            out = ntm(counts, training=True)
-            loss = (tf.reduce_mean(out["kl"] - out["reconstruction"])
-                    - ntm.diversity_weight * ntm.diversity())
+            loss = ntm.objective(ntm(counts, training=True))
         optimizer.apply_gradients(zip(tape.gradient(loss, ntm.trainable_weights),
                                       ntm.trainable_weights))
         return loss
@@ -225,9 +243,7 @@ def planted_topic_fit(topic_word_scale: float, steps: int = 300):
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            out = ntm(d, training=True)
-            loss = (tf.reduce_mean(out["kl"] - out["reconstruction"])
-                    - ntm.diversity_weight * ntm.diversity())
+            loss = ntm.objective(ntm(d, training=True))
         optimizer.apply_gradients(zip(tape.gradient(loss, ntm.trainable_weights),
                                       ntm.trainable_weights))
         return loss

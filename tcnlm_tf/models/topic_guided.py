@@ -100,10 +100,9 @@ class TopicGuidedLanguageModel(RecurrentLanguageModel, TopicModel):
         weight = batch["context_weight"]                                  # [B]
         diversity = self.ntm.diversity()
         # -(E_q log p(d|t) - KL) summed over the batch with each example's weight, and
-        # -lambda R with the same total weight, so R keeps weight lambda relative to each
-        # ELBO term (eq. 18). The metrics are per example, unweighted.
-        aux_loss = (tf.reduce_sum(weight * (ntm["kl"] - ntm["reconstruction"]))
-                    - self.ntm.diversity_weight * diversity * tf.reduce_sum(weight))
+        # -lambda R with the same total weight (eq. 17-18). The metrics are per example,
+        # unweighted.
+        aux_loss = self.ntm.objective(ntm, weight, diversity)
         examples = tf.cast(tf.shape(weight)[0], tf.float32)
         metrics = {"ntm_reconstruction": tf.reduce_sum(ntm["reconstruction"]),
                    "ntm_kl": tf.reduce_sum(ntm["kl"]),
