@@ -29,8 +29,22 @@ EXPECTED = json.loads((LEGACY / "expected.json").read_text())
 EXACT = EXPECTED["machine"] == machine()
 
 
-def assert_same(got, want, what: str = "") -> None:
-    if EXACT:
+#: The one known departure from bit for bit, by design: issue 28 (item 5) moved Topic-RNN's
+#: KL(q(theta|d) || N(0, I)) from its hand-written closed form to TFP's ``kl_divergence``
+#: (one Gaussian encoder for both topic models). TFP works from log(sigma) and expm1, so the
+#: gradient of the log-variance head rounds differently in the last bits: after the resumed
+#: steps these two weights differ from what the earlier code wrote by at most 4.7e-10
+#: (3.4e-7 relative). Every other weight, and every perplexity and score, is bit for bit.
+ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kernel/"
+                         ".ATTRIBUTES/VARIABLE_VALUE",
+                         "model/topic_rnn..inference_network..log_variance_bias/"
+                         ".ATTRIBUTES/VARIABLE_VALUE"}}
+
+
+def assert_same(got, want, what: str = "", rounded: bool = False) -> None:
+    if rounded:
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=what)
+    elif EXACT:
         np.testing.assert_array_equal(got, want, err_msg=what)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=what)
@@ -56,7 +70,7 @@ def test_an_earlier_run_resumes_and_evaluates_as_it_did(tmp_path, name):
     with np.load(LEGACY / "resumed" / f"{name}.npz") as saved:
         assert sorted(saved.files) == sorted(weights)
         for key in saved.files:
-            assert_same(weights[key], saved[key], key)
+            assert_same(weights[key], saved[key], key, key in ROUNDED.get(name, ()))
 
 
 @pytest.mark.parametrize("name", EXPORTED)
