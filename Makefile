@@ -45,9 +45,9 @@ lint: install
 	$(PY) -m ruff check .
 
 ## bench: every section of the benchmark harness (recurrent layers, whole models, decoders,
-## scaling) on this machine; `python -m evaluate.benchmark --help` picks sections and sizes.
+## scaling) on this machine; `python -m benchmarks.run --help` picks sections and sizes.
 bench: install
-	$(PY) -m evaluate.benchmark
+	$(PY) -m benchmarks.run
 
 clean:
 	rm -rf runs .cache .pytest_cache

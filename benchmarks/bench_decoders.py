@@ -67,8 +67,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_decoders.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evaluate.benchmark import (DECODERS, REFERENCE, decoder_options, machine_line,  # noqa: E402
-                                print_table, ratio, time_contenders, unique, zipf_targets)
+from benchmarks.harness import (machine_line, print_table, ratio,  # noqa: E402
+                                time_contenders, unique)
+from benchmarks.sections.decoders import (DECODERS, REFERENCE,  # noqa: E402
+                                          decoder_options, zipf_targets)
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 from tcnlm_tf.arguments import finite_float  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Every contender is one ``tf.function`` training step (forward, and backward to the hidden
 states and every weight the loss reads) on the same hidden states [B, L, H] (normal noise)
-and Zipfian targets, timed by :func:`evaluate.benchmark.time_contenders` (untimed warm-up,
+and Zipfian targets, timed by :func:`benchmarks.harness.time_contenders` (untimed warm-up,
 then rounds that time every contender once, in rotating order; median ms per step):
 
 Topic-RNN's output (``--sections topic_rnn``; Dieng et al. 2017, Sec. 3):
@@ -44,8 +44,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evaluate.benchmark import (gradient_step, machine_line, print_table,  # noqa: E402
-                                time_contenders, unique, zipf_targets)
+from benchmarks.harness import (gradient_step, machine_line, print_table,  # noqa: E402
+                                time_contenders, unique)
+from benchmarks.sections.decoders import zipf_targets  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
 
 SECTIONS = ("topic_rnn", "sdlm")

@@ -78,7 +78,7 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
     :meth:`input_gates` computes it for every step of a sequence in one batched product, and
     a cell made with ``input_gates_given=True`` then takes those ``[B, 4 n_h]`` gate inputs in
     place of ``x`` and computes only the recurrent half in its loop (how
-    :class:`TopicCompositionalLSTM` runs it; ``python -m evaluate.benchmark`` measures both).
+    :class:`TopicCompositionalLSTM` runs it; ``python -m benchmarks.run`` measures both).
 
     Args:
         units: hidden size ``n_h``.

@@ -125,11 +125,10 @@ def commands(ws: dict[str, Path], url: str) -> dict[str, list[str]]:
         "train.export": run + ["--output-dir", "exports"],
         "train.word2vec": _tiny()[:12] + ["--cache-dir", str(ws["cache"]), "--dim", "8",
                                           "--epochs", "1", "--output", "vectors.txt"],
-        "evaluate.benchmark": ["--sections", "recurrent", "--warmup", "0", "--rounds", "1",
-                               "--steps", "1", "--precisions", "float32", "--batch-size",
-                               "4", "--seq-len", "3", "--input-size", "8", "--hidden-size",
-                               "8", "--num-factors", "4", "--num-topics", "4",
-                               "--moe-experts", "2"],
+        "benchmarks.run": ["--sections", "recurrent", "--warmup", "0", "--rounds", "1",
+                           "--steps", "1", "--precisions", "float32", "--batch-size", "4",
+                           "--seq-len", "3", "--input-size", "8", "--hidden-size", "8",
+                           "--num-factors", "4", "--num-topics", "4", "--moe-experts", "2"],
         "evaluate.compare": ["--models", "lstm", "--max-epochs", "1", "--runs-dir", "runs",
                              "--cache-dir", str(ws["cache"]), "--name", "case", "--",
                              *_tiny()[:-6]],
@@ -157,7 +156,7 @@ def quick_stops() -> dict[str, tuple[str, str]]:
     flags are checked, replaced by one that stops the case as ``ran``."""
     return {"train.run": ("train.run", "_train"),
             "evaluate.compare": ("evaluate.compare", "run_commands"),
-            "evaluate.benchmark": ("evaluate.benchmark", "machine_line"),
+            "benchmarks.run": ("benchmarks.run", "machine_line"),
             "train.word2vec": ("train.word2vec", "train_vectors")}
 
 

@@ -1,11 +1,13 @@
-"""Tests for evaluate.benchmark (``python -m evaluate.benchmark``), at tiny sizes."""
+"""Tests for ``python -m benchmarks.run`` (the harness and its sections), at tiny sizes."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from evaluate import benchmark
+from benchmarks.run import main
+from benchmarks.sections.decoders import DECODERS
+from benchmarks.sections.recurrent import multiply_adds_per_token
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -41,8 +43,8 @@ def positive(cell: str) -> float:
 
 def test_recurrent_and_decoders_tables(capsys):
     flags = [str(v) for item in TINY_SIZES.items() for v in item]
-    benchmark.main(["--sections", "recurrent,decoders", *flags, "--vocab-sizes", "300",
-                    "--decoder-batch", "2", "--decoder-seq-len", "3", *QUICK])
+    main(["--sections", "recurrent,decoders", *flags, "--vocab-sizes", "300",
+          "--decoder-batch", "2", "--decoder-seq-len", "3", *QUICK])
     out = capsys.readouterr().out
 
     # multiply-adds per token, from the formulas, for n_x=8, n_h=16, n_f=n_h, T=4, L=5, K=2
@@ -69,16 +71,16 @@ def test_recurrent_and_decoders_tables(capsys):
             assert row[7] == "1.00x"
 
     decoders = table(out, "V")
-    assert [(r[0], r[1]) for r in decoders] == [("300", d) for d in benchmark.DECODERS]
+    assert [(r[0], r[1]) for r in decoders] == [("300", d) for d in DECODERS]
     for row in decoders:
         positive(row[2])
         positive(row[3])
-    assert "command: python -m evaluate.benchmark --sections recurrent,decoders" in out
+    assert "command: python -m benchmarks.run --sections recurrent,decoders" in out
 
 
 def test_multiply_adds_at_the_default_sizes():
-    macs = benchmark.multiply_adds_per_token(input_size=300, hidden_size=600, num_factors=600,
-                                             num_topics=50, seq_len=30, num_experts=10)
+    macs = multiply_adds_per_token(input_size=300, hidden_size=600, num_factors=600,
+                                   num_topics=50, seq_len=30, num_experts=10)
     assert macs["lstm"] == 2_160_000                 # 4 * 600 * (300 + 600)
     # 720,000 + 1,440,000 + 2,880,000 (per step) + 240,000 / 30 (topic factors per sequence)
     assert macs["tc"] == pytest.approx(5_048_000)
@@ -94,15 +96,15 @@ def test_multiply_adds_at_the_default_sizes():
                                    ["--synthetic", "train_docs"]])
 def test_bad_flags_give_one_line(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.main(flags)
+        main(flags)
     assert exit_info.value.code != 0
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
 
 
 def test_scaling_section(capsys):
-    benchmark.main(["--sections", "scaling", "--corpus-docs", "20,40,60",
-                    "--topic-counts", "2,3,4", "--scaling-hidden", "8", *TINY_SYNTHETIC])
+    main(["--sections", "scaling", "--corpus-docs", "20,40,60", "--topic-counts", "2,3,4",
+          "--scaling-hidden", "8", *TINY_SYNTHETIC])
     out = capsys.readouterr().out
     rows = table(out, "model")
     assert [(r[0], r[1], r[2]) for r in rows] == [
@@ -129,10 +131,9 @@ def test_models_table_float32_beside_mixed_bfloat16(capsys, tmp_path):
     """Every chosen row under both precisions in one table: tokens/s per precision, its ratio
     to the LSTM's under the same precision (1.00x for the LSTM itself) and the bfloat16 /
     float32 speed-up, each equal to the ratio of the printed rates."""
-    benchmark.main(["--sections", "models", "--dataset", "synthetic", "--models",
-                    "lstm,tcnlm,lstm-mos", "--precisions", "float32,mixed_bfloat16",
-                    "--num-topics", "4", "--model-batches", "1", "--cache-dir",
-                    str(tmp_path), *TINY_SYNTHETIC, *QUICK])
+    main(["--sections", "models", "--dataset", "synthetic", "--models", "lstm,tcnlm,lstm-mos",
+          "--precisions", "float32,mixed_bfloat16", "--num-topics", "4", "--model-batches", "1",
+          "--cache-dir", str(tmp_path), *TINY_SYNTHETIC, *QUICK])
     out = capsys.readouterr().out
     rows = {row[0]: row for row in table(out, "model")}
     assert list(rows) == ["lstm", "lstm-mos", "tcnlm"]     # in the order of the choices

@@ -25,7 +25,7 @@ def test_no_value_ends_in_a_traceback_a_hang_or_a_changed_run(outcomes):
     kinds = Counter(o.kind for o in outcomes)
     assert kinds["refused"] > 500 and kinds["ran"] > 20, kinds
     assert {o.case.command for o in outcomes} == {   # every command with a typed option
-        "train.run", "train.prepare", "train.word2vec", "evaluate.benchmark",
+        "train.run", "train.prepare", "train.word2vec", "benchmarks.run",
         "evaluate.compare", "evaluate.coherence", "evaluate.generate", "evaluate.gradients",
         "evaluate.infer", "evaluate.knowledge_base", "evaluate.perplexity", "evaluate.score",
         "evaluate.serving_client next-words", "evaluate.serving_client generate",
@@ -37,7 +37,7 @@ def test_no_value_ends_in_a_traceback_a_hang_or_a_changed_run(outcomes):
     ("evaluate.infer", "--samples", "99999999999999999999"),      # ran for ever
     ("evaluate.infer", "--samples", "-1"),                        # ran as 0
     ("train.word2vec", "--dim", "2147483648"),                    # reached gensim
-    ("evaluate.benchmark", "--hidden-size", "99999999999999999999"),
+    ("benchmarks.run", "--hidden-size", "99999999999999999999"),
     ("evaluate.gradients", "--top", "99999999999999999999"),
 ])
 def test_values_found_by_fuzzing_are_refused_by_the_flag(outcomes, command, option, value):

@@ -101,13 +101,13 @@ def test_mixed_float16_skips_overflowing_steps(tmp_path):
     batch = next(iter(trainer.distribute(trainer.dataset("train"))))
     before = [w.numpy() for w in trainer.model.trainable_weights]
     trainer.scaled_optimizer.dynamic_scale.assign(2.0 ** 60)
-    sums, _ = trainer._train_step(batch, None, tf.constant(0.0))
+    sums, _ = trainer.train_step(batch, None, tf.constant(0.0))
     assert not np.isfinite(float(sums["grad_norm"])) and np.isfinite(float(sums["nll_sum"]))
     assert trainer.step == 0 and float(trainer.scaled_optimizer.dynamic_scale.numpy()) == 2.0 ** 59
     weights = trainer.model.trainable_weights
     assert all(np.array_equal(b, w.numpy()) for b, w in zip(before, weights))
     trainer.scaled_optimizer.dynamic_scale.assign(2.0 ** 10)
-    sums, _ = trainer._train_step(batch, None, tf.constant(0.0))
+    sums, _ = trainer.train_step(batch, None, tf.constant(0.0))
     assert np.isfinite(float(sums["grad_norm"])) and trainer.step == 1
     assert not all(np.array_equal(b, w.numpy())
                    for b, w in zip(before, trainer.model.trainable_weights))

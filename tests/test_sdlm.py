@@ -136,7 +136,7 @@ def test_sgd_takes_plain_gradient_steps(workdir):
         loss = (terms["nll_sum"] + terms["aux_loss"]) / terms["tokens"]
     grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
     grads, _ = tf.clip_by_global_norm(grads, config.train.clip_norm)
-    trainer._train_step(batch, None, tf.constant(0.0))
+    trainer.train_step(batch, None, tf.constant(0.0))
     for variable, old, grad in zip(variables, before, grads):
         np.testing.assert_allclose(variable.numpy() - old, -0.5 * grad.numpy(), atol=1e-6,
                                    err_msg=variable.path)

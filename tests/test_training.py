@@ -233,7 +233,7 @@ def test_lr_decay_start_keeps_the_rate_and_the_patience_of_earlier_epochs(
     trainer.epoch_summary = {"train_loss": 0.0, "tokens_per_sec": 0.0}
     got_rates, got_stops = [], []
     for _ in range(4):
-        got_stops.append(trainer._end_epoch())
+        got_stops.append(trainer.end_epoch())
         got_rates.append(float(trainer.learning_rate))
     assert got_rates == rates and got_stops == stops
 

@@ -346,7 +346,7 @@ class Trainer:
         self._resumed: dict[str, np.ndarray] = {}   # what resume() found beside its checkpoint
         #: the running epoch's [NLL sum, tokens, seconds] so far (zeros between epochs)
         self._epoch_totals: Callable[[], np.ndarray] = lambda: np.zeros(3)
-        self._train_step = tf.function(self._distributed_train_step, reduce_retracing=True)
+        self._traced_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
         self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
                             for task in self.tasks}
@@ -411,6 +411,21 @@ class Trainer:
         self.model.prepare(self.corpus, self.files_dir, self.log)
 
     # ----------------------------------------------------------------- steps
+    def train_step(self, batch, state, due: tf.Tensor) -> tuple[dict, Any]:
+        """One optimiser step of the language model on ``batch`` (a batch of
+        :meth:`distribute`'s dataset), in the traced ``tf.function``: forward pass from
+        ``state`` (the state carried from the previous batch in document mode, else None),
+        backward pass, gradients all-reduced over the replicas and clipped to ``clip_norm``,
+        optimiser update. ``due`` is a float scalar tensor, 1.0 where this worker's clock says
+        a checkpoint is due, else 0.0.
+
+        Returns ``(sums, state)``: ``sums`` holds the step's scalars summed over the replicas
+        (``nll_sum``, ``tokens``, ``examples``, ``aux_loss``, the dict ``aux_metrics``,
+        ``grad_norm``, ``due``), and ``state`` is the per-replica state to carry into the next
+        batch (used only when :attr:`uses_state`). Further training tasks have steps of their
+        own, which :meth:`train_epoch` runs."""
+        return self._traced_step(batch, state, due)
+
     def _replica_train_step(self, batch, state, due):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
@@ -586,11 +601,11 @@ class Trainer:
                 self.log(f"already at {self.step} steps (--max-steps {train.max_steps}): "
                          "nothing to train; give a larger --max-steps to continue")
                 return "max_steps"
-            if not self._train_epoch():
+            if not self.train_epoch():
                 self.log(f"stopped after {self.step} steps (--max-steps); "
                          f"checkpoint in {self.manager.directory}; continue with --resume")
                 return "max_steps"
-            if self._end_epoch():
+            if self.end_epoch():
                 return "early_stopping"
         return "epochs"
 
@@ -614,8 +629,15 @@ class Trainer:
                  if t.order == "after"]
         return datasets, np.concatenate([order] + after).astype(np.int64)
 
-    def _train_epoch(self) -> bool:
-        """One (possibly resumed) epoch; False when ``max_steps`` interrupted it."""
+    def train_epoch(self) -> bool:
+        """Train the current epoch (from its checkpointed batch when resumed): every batch of
+        the language model (:meth:`train_step`) and of the further tasks, in the epoch's
+        order, with the progress line, the ``train/*`` scalars every ``log_every`` steps and
+        a checkpoint when one is due (:class:`NonFiniteLoss` where a step's loss or gradient
+        norm is not finite); sets :attr:`epoch_summary` (train loss, seconds, tokens/s, each
+        task's loss) at the end. Neither validates nor advances ``epoch``: :meth:`end_epoch`
+        does. Returns True when the epoch ran to its end, False when ``max_steps`` stopped it
+        (a training checkpoint saved, :attr:`epoch_summary` left as it was)."""
         train = self.config.train
         epoch = int(self.epoch)
         datasets, order = self._epoch_plan(epoch)
@@ -657,7 +679,7 @@ class Trainer:
                 continue
             due = bool(train.checkpoint_minutes) and (
                 time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes)
-            sums, new_state = self._train_step(batch, state, tf.constant(float(due)))
+            sums, new_state = self.train_step(batch, state, tf.constant(float(due)))
             state = new_state if self.uses_state else None
             step = self.step
             # under loss scaling a non-finite gradient is an overflow the step skipped
@@ -787,8 +809,14 @@ class Trainer:
             self._log_train_window(self.step, window, sums, task_sums)
             self.writer.flush()
 
-    def _end_epoch(self) -> bool:
-        """Validate, decay/early-stop, checkpoint; True when training should stop."""
+    def end_epoch(self) -> bool:
+        """Close the epoch :meth:`train_epoch` trained: the validation perplexity (a
+        non-finite one raises :class:`NonFiniteLoss`) and the tasks' validation, logged to
+        TensorBoard; the best weights saved when the perplexity improved, else, from
+        ``lr_decay_start`` on, the learning rate decayed and a bad epoch counted; the epoch's
+        history entry and the metrics written, ``epoch`` advanced and a training checkpoint
+        saved. Returns True when early stopping says training should stop (``patience`` bad
+        epochs since the last improvement), else False."""
         train = self.config.train
         epoch = int(self.epoch) + 1
         valid_ppl = self.evaluate_perplexity("valid")

@@ -1,0 +1,92 @@
+"""``python -m benchmarks.run``: what each part of the project costs, side by side, in one
+process, with ratios beside the absolute figures.
+
+Sections (``--sections``, default all four, run in this order), one module each under
+``benchmarks/sections/``, whose docstring says what it times:
+
+``recurrent``   the recurrent layers against ``keras.layers.LSTM``, beside their
+                multiply-add floors (:mod:`benchmarks.sections.recurrent`);
+``models``      whole-model training throughput of every model under each precision
+                (:mod:`benchmarks.sections.models`);
+``decoders``    the output layers at each vocabulary size
+                (:mod:`benchmarks.sections.decoders`);
+``scaling``     one epoch's time against corpus size and topic count
+                (:mod:`benchmarks.sections.scaling`).
+
+The first three time their contenders by the protocol of :mod:`benchmarks.harness`
+(alternating rounds, medians, ratios to the section's reference row). Every figure is
+computed in the run.
+
+    python -m benchmarks.run                      # every section at its default sizes
+    python -m benchmarks.run --rounds 2 --steps 1 --sections recurrent --hidden-size 64
+    python -m benchmarks.run --sections models --models lstm,tcnlm,moe
+    python -m benchmarks.run --sections models --precisions float32,mixed_bfloat16
+    python -m benchmarks.run --sections scaling --corpus-docs 100,200,400 --topic-counts 10,50
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from benchmarks.harness import Parser, add_timing_arguments, machine_line, name_list  # noqa: E402
+from benchmarks.sections import decoders, models, recurrent, scaling  # noqa: E402
+from tcnlm_tf.errors import exit_on_user_error  # noqa: E402
+
+#: the sections, in the order they run
+SECTIONS = {"recurrent": recurrent, "models": models, "decoders": decoders, "scaling": scaling}
+PROGRAM = "python -m benchmarks.run"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    first, _, rest = __doc__.partition("\n\n")
+    p = Parser(prog=PROGRAM, allow_abbrev=False,
+               description=first.split(": ", 1)[1].replace("\n", " "),
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               epilog="examples:\n" + "\n".join(
+                   "  " + line.strip() for line in rest.splitlines()
+                   if line.strip().startswith(PROGRAM)))
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   type=name_list(tuple(SECTIONS), "--sections"),
+                   help=f"comma list out of {','.join(SECTIONS)} (default: all)")
+    add_timing_arguments(p)
+    for section in SECTIONS.values():
+        section.add_arguments(p)
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags, checked by every section (whether it runs or not): a bad value is a
+    :class:`~tcnlm_tf.errors.UserError`."""
+    args = build_parser().parse_args(argv)
+    for section in SECTIONS.values():
+        section.check(args)
+    return args
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    # The contenders' steps are separate tf.functions of one Python function (one code
+    # object), which TensorFlow's frequent-retracing warning counts as retraces of one.
+    tf.get_logger().setLevel("ERROR")
+    print(machine_line())
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}; sections "
+          f"{','.join(args.sections)}; timing: {args.warmup} warm-up call(s), {args.rounds} "
+          f"round(s) of {args.steps} step(s), median per step; seed {args.seed}", flush=True)
+    for name in args.sections:
+        print(f"\n== {name}")
+        SECTIONS[name].run(args)
+        sys.stdout.flush()
+    print(f"\ncommand: {PROGRAM} {shlex.join(argv)}".rstrip())
+
+
+if __name__ == "__main__":
+    main()
