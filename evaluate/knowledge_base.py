@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> str:
     config.validate()
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     counts = target_counts(corpus.splits["train"], len(corpus.lm_vocab), config.data.line_end)
-    spec = config.model.knowledge_base
+    spec = config.model.decoder_option("knowledge_base")
     if spec == "wordnet":
         columns = {"all words": build_run_knowledge_base(config, corpus, stopword_rule=False),
                    "stop words private": build_run_knowledge_base(config, corpus)}

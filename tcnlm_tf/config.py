@@ -23,12 +23,14 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tcnlm_tf.arguments import MAX_INTEGER
 from tcnlm_tf.corpus import atomic_write
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.models.registry import SAME_AS_DEFAULT, all_options, spec_of
+from tcnlm_tf.decoder_registry import DECODERS, all_decoder_options, decoder_spec
+from tcnlm_tf.models.registry import all_options, spec_of
+from tcnlm_tf.options import SAME_AS_DEFAULT, check_settings
 from tcnlm_tf.precision import PRECISIONS
 from tcnlm_tf.vocab import TOP_AMONG
 
@@ -40,9 +42,6 @@ DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
 MODES = ("sentence", "document", "stream")
 #: modes whose batches continue the previous batch's lanes (the LSTM state is carried)
 STATEFUL_MODES = ("document", "stream")
-#: output layers (tcnlm_tf.decoders): adaptive softmax, full softmax, the sememe-driven
-#: decoder (Gu et al. 2018), a mixture of softmaxes (Yang et al. 2018)
-DECODERS = ("adaptive", "softmax", "sdlm", "mos")
 #: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
 #: papers' protocol) or only the text before it (causal, Zheng, Vafa and Blei 2023)
 CONTEXTS = ("rest", "preceding")
@@ -53,7 +52,6 @@ LINE_ENDS = ("eos", "none")
 OPTIMIZERS = ("adam", "sgd")
 #: --strategy: all local devices of one process, or one process per machine (TF_CONFIG)
 STRATEGIES = ("mirrored", "multi_worker")
-SEMEME_NORMALIZATIONS = ("left", "symmetric")
 #: where generation stops if no <eos> came (evaluate.generate, the SavedModel's generate)
 MAX_GENERATED_WORDS = 40
 
@@ -143,9 +141,10 @@ class DataConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-    """Model architecture; ``preset`` fills layers/hidden size unless given explicitly, and
+    """Model architecture; ``preset`` fills layers/hidden size unless given explicitly,
     ``options`` holds the model's own settings (its :class:`~tcnlm_tf.models.registry.ModelSpec`
-    lists them, with their defaults)."""
+    lists them, with their defaults) and ``decoder_options`` the decoder's (its
+    :class:`~tcnlm_tf.decoder_registry.DecoderSpec`)."""
 
     model: str = "lstm"
     preset: str = "small"
@@ -154,24 +153,24 @@ class ModelConfig:
     hidden_size: int = 600
     embedding_dim: int = 300
     dropout: float = 0.4
-    tie_embeddings: bool = False
-    decoder: str = "adaptive"       # one of DECODERS
-    cutoffs: list[int] | None = None  # adaptive-softmax cutoffs; None: chosen from vocab size
-    knowledge_base: str | None = None  # --decoder sdlm: hownet:FILE, wordnet or synthetic
-    num_bases: int = 5              # --decoder sdlm: basis matrices R (eq. 10)
-    sememe_normalization: str = "left"  # --decoder sdlm: C_{k,s} of eq. 6
-    mixtures: int = 10              # --decoder mos: softmaxes in the mixture
-    # the output side's dropouts (DECODER_DROPOUTS fills the authors' values in a fresh run)
-    output_dropout: float | None = None   # on g, after the last recurrent layer (None: dropout)
-    output_embedding_dropout: float = 0.0  # sdlm/mos: on the output embedding's dimensions
-    latent_dropout: float = 0.0     # mos: on the latent contexts h_n
+    decoder: str = "adaptive"       # one of tcnlm_tf.decoder_registry.DECODERS
+    # on g, after the last recurrent layer (None: dropout; a decoder's spec may fill in its
+    # authors' value in a fresh run)
+    output_dropout: float | None = None
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    decoder_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def option(self, name: str) -> Any:
         """The model option ``name`` (its default when unset)."""
         if name in self.options:
             return self.options[name]
         return next(o.default for o in spec_of(self.model).options if o.name == name)
+
+    def decoder_option(self, name: str) -> Any:
+        """The decoder option ``name`` (its default when unset)."""
+        if name in self.decoder_options:
+            return self.decoder_options[name]
+        return decoder_spec(self.decoder).default(name)
 
 
 @dataclasses.dataclass
@@ -226,6 +225,13 @@ class RunConfig:
                     if option.name not in given["options"] and \
                             option.legacy is not SAME_AS_DEFAULT:
                         given["options"][option.name] = option.legacy
+                # before decoder options had their own dict (issue 28), every run stored
+                # every decoder's settings: keep those of its own decoder
+                decoder = DECODERS.get(given.get("decoder", "adaptive"))
+                moved = {k: given.pop(k) for k in list(given) if k in all_decoder_options()}
+                if decoder is not None:
+                    given.setdefault("decoder_options", {}).update(
+                        {k: v for k, v in moved.items() if k in decoder.option_names})
             for key, value in LEGACY.get(name, {}).items():
                 given.setdefault(key, value)
             unknown = set(given) - {f.name for f in dataclasses.fields(section)}
@@ -270,16 +276,16 @@ class RunConfig:
     def validate_for_vocabulary(self, lm_vocab_size: int) -> None:
         """Reject settings that do not fit the corpus's LM vocabulary (known once it is
         loaded, before any model is built)."""
-        cutoffs = self.model.cutoffs
-        if cutoffs and cutoffs[-1] >= lm_vocab_size:
-            raise UserError(f"--cutoffs {','.join(map(str, cutoffs))}: every cutoff must be "
-                            f"below the LM vocabulary size {lm_vocab_size}; give smaller ones "
-                            "or leave --cutoffs out to choose them from the vocabulary")
+        check = decoder_spec(self.model.decoder).vocabulary_check
+        problem = check and check(self.model.decoder_options, lm_vocab_size)
+        if problem:
+            raise UserError(problem)
 
     def _integers(self):
         """``(name, value)`` of every integer setting, model options and lists included."""
         sections = [dataclasses.asdict(self.data), dataclasses.asdict(self.model),
-                    dataclasses.asdict(self.train), self.model.options]
+                    dataclasses.asdict(self.train), self.model.options,
+                    self.model.decoder_options]
         for section in sections:
             for name, value in section.items():
                 values = value if isinstance(value, (list, tuple)) else [value]
@@ -295,7 +301,8 @@ class RunConfig:
         checks = [
             (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
             (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
-            (m.decoder in DECODERS, f"unknown --decoder {m.decoder!r}; choose one of {DECODERS}"),
+            (m.decoder in DECODERS,
+             f"unknown --decoder {m.decoder!r}; choose one of {', '.join(DECODERS)}"),
             (t.optimizer in OPTIMIZERS,
              f"unknown --optimizer {t.optimizer!r}; choose one of {OPTIMIZERS}"),
             (m.preset in PRESETS, f"unknown --preset {m.preset!r}; choose one of {tuple(PRESETS)}"),
@@ -319,12 +326,6 @@ class RunConfig:
             (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),
             (m.output_dropout is None or 0.0 <= m.output_dropout < 1.0,
              "--output-dropout must be in [0, 1)"),
-            (0.0 <= m.output_embedding_dropout < 1.0 and 0.0 <= m.latent_dropout < 1.0,
-             "--output-embedding-dropout and --latent-dropout must be in [0, 1)"),
-            (m.output_embedding_dropout == 0.0 or m.decoder in ("sdlm", "mos"),
-             "--output-embedding-dropout only applies to --decoder sdlm or mos"),
-            (m.latent_dropout == 0.0 or m.decoder == "mos",
-             "--latent-dropout only applies to --decoder mos"),
             (t.precision in PRECISIONS,
              f"unknown --precision {t.precision!r}; choose one of {PRECISIONS}"),
             (t.batch_size >= 1, "--batch-size must be >= 1"),
@@ -343,22 +344,6 @@ class RunConfig:
                                       "when the newest is damaged)"),
             (t.strategy in STRATEGIES,
              f"unknown --strategy {t.strategy!r}; choose one of {STRATEGIES}"),
-            (not (m.tie_embeddings and m.decoder == "adaptive"),
-             "--tie-embeddings shares the input embedding with a full output layer; "
-             "use it with --decoder softmax (sdlm and mos are always tied)"),
-            (not (m.cutoffs and m.decoder != "adaptive"),
-             "--cutoffs only applies to --decoder adaptive"),
-            (not m.cutoffs or (m.cutoffs[0] > 0 and all(
-                b > a for a, b in zip(m.cutoffs, m.cutoffs[1:]))),
-             f"--cutoffs {','.join(map(str, m.cutoffs or []))}: cutoffs must be positive and "
-             "strictly increasing, e.g. 2000,10000"),
-            ((m.decoder == "sdlm") == (m.knowledge_base is not None),
-             "--decoder sdlm needs --knowledge-base hownet:FILE|wordnet|synthetic"
-             if m.decoder == "sdlm" else "--knowledge-base only applies to --decoder sdlm"),
-            (m.num_bases >= 1, "--num-bases must be >= 1"),
-            (m.sememe_normalization in SEMEME_NORMALIZATIONS,
-             f"--sememe-normalization must be one of {SEMEME_NORMALIZATIONS}"),
-            (m.mixtures >= 1, "--mixtures must be >= 1"),
             (m.mode in spec.modes,
              f"--model {m.model} trains in {' or '.join(spec.modes)} mode; "
              f"use --mode {spec.modes[0]}"),
@@ -373,35 +358,30 @@ class RunConfig:
                 raise UserError(f"--{name.replace('_', '-')} {value} is too large: at most "
                                 f"{MAX_INTEGER:,} (2^31 - 1), the largest size TensorFlow's "
                                 "shapes and this project's counters take")
-        unknown = set(m.options) - spec.option_names
-        if unknown:
-            raise UserError(f"--model {m.model} has no option {sorted(unknown)[0]!r} "
-                            "(config.json was edited, or written for another model)")
-        for option in spec.options:
-            option.check(m.option(option.name))
-        for rule, message in spec.checks:
-            if not rule(m):
-                raise UserError(message)
+        check_settings(f"--model {m.model}", spec, m.options, m.option, m)
+        check_settings(f"--decoder {m.decoder}", DECODERS[m.decoder], m.decoder_options,
+                       m.decoder_option, m)
 
 
-#: the output-side dropouts of a decoder's authors, from the run's --dropout d: the SDLM
-#: authors' tied_lstm_rnn.py (0.2 + 0.5 d on g, 0.5 d on the output embedding's dimensions:
-#: 0.5 and 0.3 for their medium model's 0.6; Gu et al. 2018 Appendix C.1), Yang et al.'s
-#: MoS code (latent dropout 0.29, their PTB setting); other decoders keep --dropout on g
-DECODER_DROPOUTS: dict[str, dict[str, Callable[[float], float]]] = {
-    "sdlm": {"output_dropout": lambda d: 0.2 + 0.5 * d,
-             "output_embedding_dropout": lambda d: 0.5 * d},
-    "mos": {"latent_dropout": lambda d: 0.29},
-}
-
-
-def apply_decoder_dropouts(model: ModelConfig, explicit: set[str]) -> None:
-    """Fill the decoder's authors' output-side dropouts (:data:`DECODER_DROPOUTS`) from the
-    run's ``dropout``, unless set explicitly (a fresh run only: a saved configuration keeps
-    the values it was trained with)."""
-    for name, rate in DECODER_DROPOUTS.get(model.decoder, {}).items():
+def apply_decoder_defaults(config: RunConfig, explicit: set[str]) -> None:
+    """A fresh run's decoder settings (a saved configuration keeps the values it was trained
+    with): every option of the decoder gets a value in ``decoder_options``, the decoder's
+    authors' output-side dropouts (``DecoderSpec.dropouts``) are filled from the run's
+    ``dropout`` unless set explicitly, then the spec's ``configure`` completes them from the
+    data."""
+    model = config.model
+    spec = decoder_spec(model.decoder)
+    for option in spec.options:
+        model.decoder_options.setdefault(option.name, option.default)
+    for name, rate in spec.dropouts.items():
         if name not in explicit:
-            setattr(model, name, round(rate(model.dropout), 6))
+            value = round(rate(model.dropout), 6)
+            if name in spec.option_names:
+                model.decoder_options[name] = value
+            else:
+                setattr(model, name, value)
+    if spec.configure is not None:
+        spec.configure(config)
 
 
 def apply_preset(model: ModelConfig, explicit: set[str]) -> None:

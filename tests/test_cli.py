@@ -53,9 +53,9 @@ def test_missing_dataset_via_environment_variable(tmp_path):
 @pytest.mark.parametrize("args,fragment", [
     (["--tie-embeddings"], "--decoder softmax"),
     (["--decoder", "softmax", "--cutoffs", "100"], "--cutoffs"),
-    (["--knowledge-base", "wordnet"], "--knowledge-base only applies to --decoder sdlm"),
+    (["--knowledge-base", "wordnet"], "it is an option of --decoder sdlm"),
     (["--model", "sdlm", "--decoder", "mos"], "--model lstm --decoder"),
-    (["--decoder", "sdlm", "--num-bases", "0"], "--num-bases must be >= 1"),
+    (["--decoder", "sdlm", "--num-bases", "0"], "--num-bases must be a positive integer"),
     (["--epochs", "0"], "--epochs"),
     (["--dropout", "1.5"], "--dropout"),
     (["--resume"], "--run-name"),

@@ -360,7 +360,7 @@ def test_the_run_knowledge_base_follows_the_run_stop_word_list(wordnet_dir, tmp_
     stopwords = tmp_path / "stop.txt"
     stopwords.write_text("# mine\ndog\n")
     config = RunConfig()
-    config.model.decoder, config.model.knowledge_base = "sdlm", "wordnet"
+    config.model.decoder, config.model.decoder_options = "sdlm", {"knowledge_base": "wordnet"}
     config.data.stopwords = str(stopwords)
     corpus = SimpleNamespace(lm_vocab=Vocabulary(WN_VOCAB, unk="<unk>"), source_dir=tmp_path)
     assert build_run_knowledge_base(config, corpus).word_senses("dog") == [["<private:dog>"]]

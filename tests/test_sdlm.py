@@ -38,7 +38,8 @@ def sdlm_run(workdir):
 
 def test_the_run_keeps_the_synthetic_knowledge_base_of_its_vocabulary(sdlm_run):
     config = RunConfig.load(sdlm_run / "config.json")
-    assert (config.model.decoder, config.model.knowledge_base) == ("sdlm", "synthetic")
+    assert (config.model.decoder, config.model.decoder_option("knowledge_base")) \
+        == ("sdlm", "synthetic")
     kb = knowledge.load(knowledge_base_path(sdlm_run))
     words = (sdlm_run / "lm_vocab.txt").read_text(encoding="utf-8").splitlines()
     assert list(kb.words) == words
@@ -151,28 +152,29 @@ def test_configs_written_before_decoders_load_with_their_output_layer(softmax, d
 
 
 def test_decoders_get_their_authors_output_dropouts():
-    def model_config(*flags):
-        return config_from_args(build_parser().parse_args(TINY + list(flags))).model
+    def dropouts(*flags):
+        model = config_from_args(build_parser().parse_args(TINY + list(flags))).model
+        return model.output_dropout, model.decoder_options
 
-    sdlm = model_config("--model", "sdlm", "--dropout", "0.6")
-    assert (sdlm.output_dropout, sdlm.output_embedding_dropout, sdlm.latent_dropout) \
-        == (0.5, 0.3, 0.0)
-    mos = model_config("--decoder", "mos")
-    assert (mos.output_dropout, mos.output_embedding_dropout, mos.latent_dropout) \
-        == (None, 0.0, 0.29)
-    plain = model_config()
-    assert (plain.output_dropout, plain.output_embedding_dropout, plain.latent_dropout) \
-        == (None, 0.0, 0.0)
-    explicit = model_config("--model", "sdlm", "--output-dropout", "0.1",
-                            "--output-embedding-dropout", "0")
-    assert (explicit.output_dropout, explicit.output_embedding_dropout) == (0.1, 0.0)
-    # a configuration saved before these settings keeps the dropouts it was trained with
+    assert dropouts("--model", "sdlm", "--dropout", "0.6") == (0.5, {
+        "knowledge_base": "synthetic", "num_bases": 5, "sememe_normalization": "left",
+        "output_embedding_dropout": 0.3})
+    assert dropouts("--decoder", "mos") == (None, {
+        "mixtures": 10, "latent_dropout": 0.29, "output_embedding_dropout": 0.0})
+    assert dropouts() == (None, {"cutoffs": None})
+    assert dropouts("--model", "sdlm", "--output-dropout", "0.1",
+                    "--output-embedding-dropout", "0")[1]["output_embedding_dropout"] == 0.0
+    # a configuration saved before these settings keeps the dropouts it was trained with,
+    # and one saved before decoder options had their own dict keeps its decoder's
     raw = RunConfig().to_dict()
-    for name in ("output_dropout", "output_embedding_dropout", "latent_dropout"):
-        del raw["model"][name]
+    del raw["model"]["decoder_options"]
     old = RunConfig.from_dict(raw).model
-    assert (old.output_dropout, old.output_embedding_dropout, old.latent_dropout) \
-        == (None, 0.0, 0.0)
+    assert (old.output_dropout, old.decoder_options) == (None, {})
+    assert old.decoder_option("cutoffs") is None
+    raw["model"].update(decoder="mos", mixtures=3, num_bases=7, output_embedding_dropout=0.2)
+    old = RunConfig.from_dict(raw).model
+    assert old.decoder_options == {"mixtures": 3, "output_embedding_dropout": 0.2}
+    assert old.decoder_option("latent_dropout") == 0.0
 
 
 @pytest.mark.parametrize("flags", [

@@ -16,17 +16,20 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from tcnlm_tf.arguments import finite_float, int_list
-from tcnlm_tf.config import (CONTEXTS, DATASETS, DECODERS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
-                             SEMEME_NORMALIZATIONS, STRATEGIES, DataConfig, ModelConfig, RunConfig,
-                             TrainConfig, apply_decoder_dropouts, apply_preset,
+from tcnlm_tf.arguments import finite_float
+from tcnlm_tf.config import (CONTEXTS, DATASETS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
+                             STRATEGIES, DataConfig, ModelConfig, RunConfig, TrainConfig,
+                             apply_decoder_defaults, apply_preset,
                              check_data_dir_given, default_cache_dir, default_data_dir,
                              default_runs_dir)
 from tcnlm_tf.data import corpus_location, load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.decoder_registry import (DECODERS, all_decoder_options, decoder_spec,
+                                       decoders_with)
 from tcnlm_tf.models.registry import MODELS, all_options, models_with
+from tcnlm_tf.options import Option
 from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS, warn_if_slow
 from tcnlm_tf.runlock import RunLock, holder, try_lock
 from tcnlm_tf.vocab import TOP_AMONG
@@ -37,19 +40,15 @@ RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes
              "keep_checkpoints", "learning_rate", "precision"}
 #: data settings that are file locations: stored absolute, compared as files on --resume
 PATH_SETTINGS = ("data_dir", "stopwords")
-#: corpora in Chinese, for which only a HowNet knowledge base makes sense
-CHINESE_DATASETS = ("peoples_daily",)
 #: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
 #: synthetic corpus whose topic words are spread over fewer documents
 TOPIC_MIN_DOCS = {"synthetic": 5}
 
 FIELDS = {
     "data": {f.name for f in dataclasses.fields(DataConfig)},
-    "model": {f.name for f in dataclasses.fields(ModelConfig)} - {"options"},
+    "model": {f.name for f in dataclasses.fields(ModelConfig)} - {"options", "decoder_options"},
     "train": {f.name for f in dataclasses.fields(TrainConfig)},
 }
-#: the model options (flags of the models' own settings), stored in ModelConfig.options
-OPTIONS = all_options()
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -130,46 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--hidden-size", type=int, help="override the preset's LSTM size")
     model.add_argument("--embedding-dim", type=int, help="word embedding size (300)")
     model.add_argument("--dropout", type=finite_float, help="dropout rate (0.4)")
-    model.add_argument("--tie-embeddings", action="store_true", default=None,
-                       help="share input embedding and output weights (with --decoder softmax)")
-    model.add_argument("--decoder", choices=DECODERS,
-                       help="output layer: adaptive softmax, full softmax, sdlm (sememe-driven, "
-                       "Gu et al. 2018) or mos (mixture of softmaxes, Yang et al. 2018); sdlm "
-                       "and mos are tied to the input embedding (default: adaptive)")
-    model.add_argument("--cutoffs", type=int_list,
-                       help="adaptive-softmax cluster boundaries, e.g. 2000,10000 "
-                       "(default: chosen from the vocabulary size)")
-    model.add_argument("--knowledge-base", metavar="hownet:FILE|wordnet|synthetic",
-                       help="--decoder sdlm: word -> sense -> sememe source (HowNet.txt, "
-                       "Debian's WordNet 3.0, or the synthetic corpus's generator; default: "
-                       "synthetic on --dataset synthetic, else wordnet; --dataset "
-                       "peoples_daily needs hownet:FILE)")
-    model.add_argument("--num-bases", type=int,
-                       help="--decoder sdlm: basis matrices R of eq. 10 (5)")
-    model.add_argument("--sememe-normalization", choices=SEMEME_NORMALIZATIONS,
-                       help="--decoder sdlm: C_{k,s} of eq. 6 (left)")
-    model.add_argument("--mixtures", type=int, help="--decoder mos: softmaxes mixed (10)")
+    model.add_argument("--decoder", choices=list(DECODERS),
+                       help="output layer: " + "; ".join(
+                           f"{name}: {spec.summary}" for name, spec in DECODERS.items())
+                       + " (default: adaptive)")
     model.add_argument("--output-dropout", type=finite_float, metavar="RATE",
                        help="dropout on g, the last recurrent layer's output that the "
                        "decoder reads (default: --dropout; --decoder sdlm: 0.2 + 0.5 x "
                        "--dropout, the SDLM authors' code, 0.5 at their 0.6)")
-    model.add_argument("--output-embedding-dropout", type=finite_float, metavar="RATE",
-                       help="--decoder sdlm or mos: dropout on the output embedding's "
-                       "dimensions, one mask per batch (default: 0; sdlm: 0.5 x --dropout, "
-                       "the SDLM authors' code, 0.3 at their 0.6)")
-    model.add_argument("--latent-dropout", type=finite_float, metavar="RATE",
-                       help="--decoder mos: dropout on the latent contexts h_n (default: "
-                       "0.29, Yang et al.'s PTB setting)")
     own = parser.add_argument_group("model options (each applies to the models named)")
-    for option in OPTIONS.values():
+    for option in all_options().values():
         users = models_with(option.name)
         overrides = [f"{name}: {MODELS[name].defaults[option.name]}" for name in users
                      if option.name in MODELS[name].defaults]
         default = ", ".join([repr(option.default)] + overrides)
-        own.add_argument(option.option_string, dest=option.name,
-                         type=finite_float if option.type is float else option.type,
-                         metavar=option.metavar,
-                         help=f"[{', '.join(users)}] {option.help} (default: {default})")
+        option.add_to(own, f"[{', '.join(users)}] {option.help} (default: {default})")
+    decoder = parser.add_argument_group("decoder options (each applies to the decoders named)")
+    for option in all_decoder_options().values():
+        described = ("" if "default:" in option.help or option.type is bool
+                     else f" (default: {option.default!r})")
+        option.add_to(decoder, f"[{', '.join(decoders_with(option.name))}] {option.help}"
+                      + described)
     train = parser.add_argument_group("training")
     train.add_argument("--precision", choices=PRECISIONS,
                        help="the layers' dtype policy: float32, or mixed_bfloat16 / "
@@ -222,14 +202,27 @@ def build_parser() -> argparse.ArgumentParser:
 def explicit_settings(args: argparse.Namespace) -> dict[str, Any]:
     """Config fields and model options the user set on the command line (argparse defaults
     are None)."""
-    names = set().union(*FIELDS.values(), OPTIONS)
+    names = set().union(*FIELDS.values(), all_options(), all_decoder_options())
     return {k: v for k, v in vars(args).items() if k in names and v is not None}
+
+
+def chosen_options(explicit: dict[str, Any], options: dict[str, Option], spec: Any, flag: str,
+                   owners: Callable[[str], list[str]]) -> dict[str, Any]:
+    """The ``explicit`` settings that are ``options`` of the registered ``spec`` chosen by
+    ``flag`` (``--model``, ``--decoder``); one that belongs to others only (``owners(name)``)
+    is an error."""
+    for name in options.keys() & explicit.keys():
+        if name not in spec.option_names:
+            raise UserError(f"{options[name].option_string} does not apply to {flag} "
+                            f"{spec.name}; it is an option of {flag} "
+                            f"{'/'.join(owners(name))}")
+    return {name: explicit[name] for name in options.keys() & explicit.keys()}
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A fresh run's configuration: dataclass defaults, preset, the model's own defaults,
-    then explicit flags. A model option given for a model that has no such option is an
-    error."""
+    then explicit flags, then the decoder's defaults. A model (decoder) option given for a
+    model (decoder) that has no such option is an error."""
     explicit = explicit_settings(args)
     check_data_dir_given(args.dataset or "synthetic", args.data_dir)
     config = RunConfig()
@@ -237,13 +230,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         target = getattr(config, section)
         for name in names & explicit.keys():
             setattr(target, name, explicit[name])
-    spec = MODELS[config.model.model]
-    for name in OPTIONS.keys() & explicit.keys():
-        if name not in spec.option_names:
-            raise UserError(f"{OPTIONS[name].option_string} does not apply to --model "
-                            f"{spec.name}; it is an option of --model "
-                            f"{'/'.join(models_with(name))}")
-        config.model.options[name] = explicit[name]
+    config.model.options.update(chosen_options(explicit, all_options(), MODELS[config.model.model],
+                                               "--model", models_with))
     if args.synthetic:
         config.data.synthetic = dict(args.synthetic)
     if "topic_min_docs" not in explicit:
@@ -251,18 +239,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     # stored absolute: the run is evaluated and resumed from other working directories
     for name in PATH_SETTINGS:
         setattr(config.data, name, resolved(getattr(config.data, name)))
-    apply_preset(config.model, set(explicit))
-    apply_decoder_dropouts(config.model, set(explicit))
-    if (config.model.decoder == "sdlm" and config.data.dataset in CHINESE_DATASETS
-            and not (config.model.knowledge_base or "").startswith("hownet:")):
-        raise UserError(f"--decoder sdlm on --dataset {config.data.dataset} needs HowNet's "
-                        "Chinese sememes: pass --knowledge-base hownet:FILE with the SDLM "
-                        "authors' HowNet.txt (LM/data/HowNet.txt of "
-                        "github.com/thunlp/SDLM-pytorch); English WordNet would leave almost "
-                        "every word a private sense")
-    if config.model.decoder == "sdlm" and config.model.knowledge_base is None:
-        config.model.knowledge_base = ("synthetic" if config.data.dataset == "synthetic"
-                                       else "wordnet")
+    apply_preset(config.model, set(explicit))     # may choose the decoder (--model sdlm)
+    config.model.decoder_options.update(chosen_options(
+        explicit, all_decoder_options(), decoder_spec(config.model.decoder), "--decoder",
+        decoders_with))
+    apply_decoder_defaults(config, set(explicit))
     return config
 
 
@@ -272,7 +253,8 @@ def resumed_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     explicit = explicit_settings(args)
     saved = {name: getattr(getattr(config, section), name)
              for section, names in FIELDS.items() for name in names}
-    saved.update({name: config.model.options.get(name) for name in OPTIONS})
+    saved.update({name: config.model.options.get(name) for name in all_options()})
+    saved.update({name: config.model.decoder_options.get(name) for name in all_decoder_options()})
     # repeating the run's own command with --resume is fine; changing a fixed setting is not
     if args.synthetic:
         explicit["synthetic"] = dict(args.synthetic)

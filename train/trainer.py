@@ -304,7 +304,7 @@ class Trainer:
                           else Path(tempfile.mkdtemp(prefix="tcnlm-worker-")))
         if not self.chief:
             atexit.register(shutil.rmtree, self.files_dir, ignore_errors=True)
-        decoders.ensure_knowledge_base(config, corpus, self.files_dir, log)
+        decoders.prepare_run(config, corpus, self.files_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
         #: mixed_float16: dynamic loss scaling (bfloat16 has float32's range and needs none)

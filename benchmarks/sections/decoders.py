@@ -18,7 +18,7 @@ import argparse
 
 from benchmarks.harness import gradient_step, print_table, ratio, time_contenders, unique
 from tcnlm_tf.arguments import finite_float, integer, integer_list
-from tcnlm_tf.config import ModelConfig
+from tcnlm_tf.decoder_registry import decoder_spec
 from tcnlm_tf.errors import UserError
 
 #: the output layers and their reference
@@ -42,10 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="sequences b of the decoders' hidden states (default: 16)")
     dec.add_argument("--decoder-seq-len", type=integer(1), default=20,
                      help="steps l of the decoders' hidden states (default: 20)")
-    dec.add_argument("--mixtures", type=integer(1), default=ModelConfig.mixtures,
-                     help=f"mos softmaxes (default: {ModelConfig.mixtures})")
-    dec.add_argument("--num-bases", type=integer(1), default=ModelConfig.num_bases,
-                     help=f"sdlm basis matrices R (default: {ModelConfig.num_bases})")
+    mixtures = decoder_spec("mos").default("mixtures")
+    bases = decoder_spec("sdlm").default("num_bases")
+    dec.add_argument("--mixtures", type=integer(1), default=mixtures,
+                     help=f"mos softmaxes (default: {mixtures})")
+    dec.add_argument("--num-bases", type=integer(1), default=bases,
+                     help=f"sdlm basis matrices R (default: {bases})")
     dec.add_argument("--zipf", type=finite_float, default=1.0,
                      help="exponent of the Zipfian targets (default: 1.0)")
 

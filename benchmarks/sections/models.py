@@ -30,15 +30,16 @@ from benchmarks.harness import (name_list, print_table, ratio, synthetic_flags,
                                 time_contenders, train_run_config)
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.config import DATASETS, default_cache_dir
+from tcnlm_tf.decoder_registry import decoder_rows
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import MODELS, compare_rows
 from tcnlm_tf.synthetic import SyntheticConfig
 
 #: the reference row
 REFERENCE_MODEL = "lstm"
-#: the default rows: every registered model, and the LSTM with each decoder its default
-#: leaves out (adaptive softmax: lstm; sdlm: the sdlm model)
-DEFAULT_MODEL_ROWS = (*MODELS, "lstm-tied", "lstm-mos")
+#: the default rows: every registered model, and the LSTM with each decoder's compare rows
+#: (the decoders no model uses by default: the adaptive softmax is lstm's, sdlm the sdlm model's)
+DEFAULT_MODEL_ROWS = (*MODELS, *decoder_rows())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +112,8 @@ def run(args: argparse.Namespace) -> None:
                       if takes_topics and "--num-topics" not in flags else [])
             for precision in args.precisions:
                 config = train_run_config(shared + flags + topics + ["--precision", precision])
-                if config.model.decoder == "sdlm" and config.model.knowledge_base == "wordnet":
+                if config.model.decoder == "sdlm" and \
+                        config.model.decoder_option("knowledge_base") == "wordnet":
                     try:
                         knowledge.find_wordnet_dir()
                     except UserError as err:

@@ -19,64 +19,22 @@ import importlib
 from typing import Any, Callable, Mapping
 
 from tcnlm_tf.arguments import int_list
+from tcnlm_tf.decoder_registry import decoder_rows
 from tcnlm_tf.errors import UserError
-
-#: ``Option.legacy`` of an option whose runs from before it existed used its default
-SAME_AS_DEFAULT = object()
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    """A model-specific setting: the ``train.run`` flag ``--<name with dashes>`` (or
-    ``flag``), stored as ``ModelConfig.options[name]``. ``valid(value)`` says whether a value
-    is allowed; ``requirement`` completes the error message (``--flag <requirement>``).
-    ``legacy`` is the value that a run saved before the option existed behaves as (its
-    ``config.json`` lacks it; :meth:`RunConfig.from_dict` fills it in), when that differs
-    from the default a new run gets."""
-
-    name: str
-    type: Callable[[str], Any]
-    default: Any
-    help: str
-    valid: Callable[[Any], bool] = lambda value: True
-    requirement: str = ""
-    flag: str | None = None
-    metavar: str | None = None
-    legacy: Any = SAME_AS_DEFAULT
-
-    @property
-    def option_string(self) -> str:
-        return self.flag or "--" + self.name.replace("_", "-")
-
-    def check(self, value: Any) -> None:
-        if not self.valid(value):
-            raise UserError(f"{self.option_string} {self.requirement} (got {value!r})")
-
-
-def _positive(value) -> bool:
-    return value is not None and value > 0
-
-
-def _positive_or_none(value) -> bool:
-    return value is None or value > 0
-
-
-def _positive_list(value) -> bool:
-    return bool(value) and all(v > 0 for v in value)
-
+from tcnlm_tf.options import Option, options_by_name, positive, positive_list, positive_or_none
 
 # Options several models share are defined once, so one flag means one thing everywhere.
 NUM_TOPICS = Option("num_topics", int, 50, "topics T (the papers use 50/100/150)",
-                    _positive, "must be a positive integer")
+                    positive, "must be a positive integer")
 NTM_HIDDEN = Option("ntm_hidden_units", int_list, [256, 256],
-                    "neural-topic-model encoder layer sizes", _positive_list,
+                    "neural-topic-model encoder layer sizes", positive_list,
                     "sizes must be positive integers", flag="--ntm-hidden", metavar="N,N")
 DIVERSITY = Option("diversity_weight", float, 0.1,
                    "lambda of the topic diversity regulariser, eq. 18 of Wang et al.",
                    lambda v: v >= 0, "must be >= 0")
 TOPIC_WORD_SCALE = Option("topic_word_scale", float, 30.0,
                           "the topic model's word logits are this times their weights, so Adam "
-                          "moves them this many times faster (1 = plain)", _positive,
+                          "moves them this many times faster (1 = plain)", positive,
                           "must be positive")
 #: how per-example document-context terms are weighted (tcnlm_tf.pipeline, context_weight)
 WEIGHTINGS = ("sentence", "document")
@@ -158,18 +116,16 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         modes=("sentence", "document", "stream"),
         # lstm-1x1000: TCNLM's parameter count (within 5 % on the APNEWS sample: 9.0M vs 9.2M)
         compare_rows={"lstm": (), "lstm-1x1000": ("--hidden-size", "1000"),
-                      "lstm-document": ("--mode", "document"),
-                      "lstm-tied": ("--decoder", "softmax", "--tie-embeddings"),
-                      "lstm-mos": ("--decoder", "mos")}),
+                      "lstm-document": ("--mode", "document")}),
     ModelSpec(
         "tcnlm", "tcnlm_tf.models.topic_guided:TCNLM",
         "Topic Compositional Neural Language Model (Wang et al. 2018)",
         options=NTM_OPTIONS + (
             Option("num_factors", int, None, "factors per gate n_f (default: the hidden size)",
-                   _positive_or_none, "must be a positive integer"),
+                   positive_or_none, "must be a positive integer"),
             Option("topic_kernel_scale", float, 10.0,
                    "W_b and U_b are this times their weights, so Adam moves them this many "
-                   "times faster (1 = plain)", _positive, "must be positive")),
+                   "times faster (1 = plain)", positive, "must be positive")),
         has_topics=True, test_flags=NTM_TEST_FLAGS + ("--num-factors", "8"),
         compare_rows={"tcnlm": (), "tcnlm-constant-t": ("--topic-input", "uniform")}),
     ModelSpec(
@@ -195,10 +151,10 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         options=(
             NUM_TOPICS,
             Option("filter_widths", int_list, [2], "convolution filter widths h",
-                   _positive_list, "must be positive integers", metavar="H,H"),
-            Option("num_filters", int, 20, "filters per width a", _positive,
+                   positive_list, "must be positive integers", metavar="H,H"),
+            Option("num_filters", int, 20, "filters per width a", positive,
                    "must be a positive integer"),
-            Option("topic_dim", int, 50, "size b of the topic vector s", _positive,
+            Option("topic_dim", int, 50, "size b of the topic vector s", positive,
                    "must be a positive integer"),
             Option("topic_dropout", float, 0.6,
                    "topic-model dropout rate (the paper's keep probability 0.4)",
@@ -211,14 +167,14 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
                    f"must be one of {', '.join(TOPIC_DROPOUT_PLACEMENTS)}",
                    metavar="|".join(TOPIC_DROPOUT_PLACEMENTS), legacy="document"),
             Option("topic_targets", int, 3, "document words m1 the topic model predicts per "
-                   "example", _positive, "must be a positive integer"),
+                   "example", positive, "must be a positive integer"),
             Option("doc_labels", str, None, "directory with train.txt (valid.txt, test.txt): "
                    "one label per corpus line, trained as a classification task (Sec. 6.1)",
                    metavar="DIR"),
             Option("doc_tags", str, None, "directory with train.txt (valid.txt, test.txt): "
                    "each corpus line's tags, TAB-separated, as learned vectors (Sec. 6.2)",
                    metavar="DIR"),
-            Option("tag_dim", int, 5, "size f of a tag vector", _positive,
+            Option("tag_dim", int, 5, "size f of a tag vector", positive,
                    "must be a positive integer")),
         has_topics=True,
         compare_rows={"tdlm": (), "tdlm-dropout-document": ("--topic-dropout-on", "document")},
@@ -230,14 +186,14 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         options=(
             NUM_TOPICS,
             Option("lda_alpha", float, 0.1, "LDA's symmetric document-topic prior alpha",
-                   _positive, "must be positive"),
+                   positive, "must be positive"),
             Option("lda_eta", float, 0.01, "LDA's symmetric topic-word prior eta",
-                   _positive, "must be positive"),
+                   positive, "must be positive"),
             Option("lda_passes", int, 10, "passes of gensim's LDA over the training documents",
-                   _positive, "must be a positive integer"),
+                   positive, "must be a positive integer"),
             Option("lda_inference_steps", int, 50, "variational E-step iterations that infer a "
                    "document's topic distribution (in the graph, as gensim's inference)",
-                   _positive, "must be a positive integer")),
+                   positive, "must be a positive integer")),
         has_topics=True, test_flags=("--num-topics", "4", "--lda-passes", "2")),
     ModelSpec(
         "lclm", "tcnlm_tf.models.lclm:LCLM",
@@ -245,10 +201,10 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         "fused late with the LSTM's memory cell (Wang and Cho 2016)",
         options=(
             Option("context_sentences", int, 4, "preceding sentences of the document read as "
-                   "context (4, as tuned by Lau et al. 2017)", _positive,
+                   "context (4, as tuned by Lau et al. 2017)", positive,
                    "must be a positive integer"),
             Option("context_words", int, 50, "topic-vocabulary words kept per context sentence",
-                   _positive, "must be a positive integer"),
+                   positive, "must be a positive integer"),
             Option("lclm_fusion", str, LCLM_FUSIONS[0],
                    "where the attended context enters: late (fused with the memory cell "
                    "into h_t, which feeds the next step: Wang and Cho 2016) or output (added "
@@ -268,7 +224,7 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
         compare_rows={"topic_rnn": (),
                       "topic_rnn-kl-per-sentence": ("--ntm-weighting", "sentence")},
         test_flags=NTM_TEST_FLAGS,
-        checks=((lambda m: m.decoder == "softmax" and not m.tie_embeddings,
+        checks=((lambda m: m.decoder == "softmax" and not m.decoder_option("tie_embeddings"),
                  "--model topic_rnn adds b^T theta to a full softmax's logits; use --decoder "
                  "softmax without --tie-embeddings"),)),
 )}
@@ -282,19 +238,25 @@ def spec_of(name: str) -> ModelSpec:
 
 def all_options() -> dict[str, Option]:
     """Every model option by name (a shared option appears once)."""
-    options: dict[str, Option] = {}
-    for spec in MODELS.values():
-        for option in spec.options:
-            if options.setdefault(option.name, option) is not option:
-                raise AssertionError(f"two different options are named {option.name}")
-    return options
+    return options_by_name(MODELS.values())
 
 
 def models_with(option: str) -> list[str]:
     return [name for name, spec in MODELS.items() if option in spec.option_names]
 
 
+#: the model the decoders' compare rows train (:func:`tcnlm_tf.decoder_registry.decoder_rows`)
+DECODER_ROWS_MODEL = "lstm"
+
+
 def compare_rows() -> dict[str, tuple[str, list[str]]]:
-    """``evaluate.compare`` row name -> (model name, the row's train.run flags)."""
-    return {row: (spec.name, ["--model", spec.name, *flags])
-            for spec in MODELS.values() for row, flags in spec.rows.items()}
+    """``evaluate.compare`` row name -> (model name, the row's train.run flags): every
+    model's rows, the decoders' after those of the basic LSTM they train."""
+    rows = {}
+    for spec in MODELS.values():
+        rows.update({row: (spec.name, ["--model", spec.name, *flags])
+                     for row, flags in spec.rows.items()})
+        if spec.name == DECODER_ROWS_MODEL:
+            rows.update({row: (spec.name, ["--model", spec.name, *flags])
+                         for row, flags in decoder_rows().items()})
+    return rows
