@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "
           f"(reference {path}, window {args.window})")
     result = {"reference": str(path), "window": args.window, **summary}
-    write_text(run.directory / "coherence.json", json.dumps(result, indent=2) + "\n")
+    write_text(run.files.coherence, json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -69,18 +69,17 @@ from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
+from tcnlm_tf.run_directory import RunDirectory
 from tcnlm_tf.runlock import holder, try_lock
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
 SETTINGS_FILE = "compare.json"
 #: a run directory's files that go into its record besides the evaluated metrics.json
-RECORD_FILES = ("config.json", "topics.txt", "coherence.json", "ablations.json")
+RECORD_FILES = ("config", "topics", "coherence", "ablations")
 #: the comparison's outputs copied to --record-dir
 REPORT_FILES = ("comparison.md", "comparison.json", "valid_curves.png")
 COMMIT_ATTEMPTS = 5
-#: a topic run's test perplexity with shuffled and with uniform topics
-ABLATIONS_FILE = "ablations.json"
 POLL_SECONDS = 2.0
 
 
@@ -190,7 +189,7 @@ def check_settings(directory: Path, settings: dict) -> None:
 
 def budget_flags(train_args: list[str]) -> list[str]:
     """The flags of ``train_args`` that a resumed run accepts (its training budget)."""
-    from train.run import RESUMABLE, build_parser, explicit_settings
+    from tcnlm_tf.command_line import RESUMABLE, build_parser, explicit_settings
 
     explicit = explicit_settings(build_parser().parse_args(train_args))
     flags = []
@@ -201,7 +200,7 @@ def budget_flags(train_args: list[str]) -> list[str]:
 
 def finished(run_dir: Path) -> dict | None:
     """The metrics of the run in ``run_dir`` if it reached its test evaluation, else None."""
-    path = run_dir / "metrics.json"
+    path = RunDirectory(run_dir).metrics
     metrics = json.loads(path.read_text()) if path.is_file() else {}
     return metrics if "test_perplexity" in metrics else None
 
@@ -241,7 +240,7 @@ def row_command(row: str, run: str, directory: Path, shared: list[str], epochs: 
     run_dir = directory / run
     command = [sys.executable, "-m", "train.run", "--runs-dir", str(directory),
                "--run-name", run, "--cache-dir", str(cache_dir)]
-    if (run_dir / "checkpoints" / "checkpoint").is_file():
+    if RunDirectory(run_dir).has_checkpoint():
         print(f"== {run}: resuming {run_dir} from its latest checkpoint", flush=True)
         return command + ["--resume"] + epochs + budget_flags(train_args)
     print(f"== {run}: training in {run_dir}", flush=True)
@@ -307,7 +306,7 @@ def topic_evaluations(run_dir: Path) -> dict:
 def ablation_evaluations(run_dir: Path) -> dict[str, float]:
     """Test perplexity of a topic run with shuffled and with uniform topics
     (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
-    path = run_dir / ABLATIONS_FILE
+    path = RunDirectory(run_dir).ablations
     if path.is_file():
         return json.loads(path.read_text())
     from evaluate import perplexity
@@ -322,7 +321,7 @@ def evaluated(run_dir: Path, row: str, ablations: bool) -> dict:
     """A finished run's metrics with its ``size`` and, for a topic model, its ``coherence``
     (and with ``ablations`` its ``ablations`` scores), as JSON gives them back (string keys),
     so that they equal what the run's record reads back."""
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = json.loads(RunDirectory(run_dir).metrics.read_text())
     metrics["size"] = size_of(run_dir)
     if MODELS[ROWS[row][0]].has_topics:
         metrics["coherence"] = topic_evaluations(run_dir)
@@ -333,14 +332,16 @@ def evaluated(run_dir: Path, row: str, ablations: bool) -> dict:
 
 def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
     """The record of a finished run in ``record_dir/<run>/``: its evaluated ``metrics`` as
-    ``metrics.json`` and its :data:`RECORD_FILES`; returns the files written."""
+    ``metrics.json`` and its :data:`RECORD_FILES` (:class:`RunDirectory` files); returns the
+    files written."""
     target = record_dir / run_dir.name
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for name in RECORD_FILES:
-        if (run_dir / name).is_file():
-            shutil.copyfile(run_dir / name, target / name)
-            written.append(target / name)
+        path = getattr(RunDirectory(run_dir), name)
+        if path.is_file():
+            shutil.copyfile(path, target / path.name)
+            written.append(target / path.name)
     write_text(target / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
     return written + [target / "metrics.json"]
 
@@ -385,7 +386,7 @@ def commit_files(paths: list[Path], message: str) -> None:
 
 def size_of(run_dir: Path) -> str:
     """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
-    model = json.loads((run_dir / "config.json").read_text())["model"]
+    model = json.loads(RunDirectory(run_dir).config.read_text())["model"]
     size = f"{model['num_layers']}x{model['hidden_size']}"
     if "num_topics" in model.get("options", {}):
         size += f", T={model['options']['num_topics']}"
@@ -561,7 +562,7 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
             print(f"== {name}: stopped on the epoch cap after {epochs} "
                   f"epoch{'s' * (epochs != 1)}; training on "
                   f"to --max-epochs {args.max_epochs}", flush=True)
-            (directory / name / ABLATIONS_FILE).unlink(missing_ok=True)   # of the old weights
+            RunDirectory(directory / name).ablations.unlink(missing_ok=True)   # old weights
         commands[name] = row_command(key.row, name, directory, shared + run_flags(key, args),
                                      epoch_flags(key, args), args.train_args, args.cache_dir)
 

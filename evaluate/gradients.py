@@ -25,7 +25,7 @@ def norm_shares(grads: list, names: list[str], top: int) -> tuple[float, list[tu
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
-    from train.run import build_parser, config_from_args
+    from tcnlm_tf.command_line import build_parser, config_from_args
 
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--top", type=integer(1), default=3, help="weights listed per norm (3)")

@@ -63,12 +63,12 @@ def main(argv: list[str] | None = None) -> dict:
     for k in np.argsort(-t)[:5]:
         print(f"topic {k:3d}  {t[k]:.3f}  {' '.join(words[k])}")
     png = bar_chart(t, labels, f"{path.name}, document {args.document}")
-    image_path = run.directory / f"topics_doc{args.document}.png"
+    image_path = run.files.topic_plot(args.document)
     image_path.write_bytes(png)
-    with tf.summary.create_file_writer(str(run.directory / "tensorboard")).as_default(step=0):
+    with tf.summary.create_file_writer(str(run.files.tensorboard)).as_default(step=0):
         tf.summary.image(f"topics/document_{args.document}",
                          tf.image.decode_png(png, channels=4)[None])
-    print(f"bar chart: {image_path}; TensorBoard: {run.directory / 'tensorboard'}")
+    print(f"bar chart: {image_path}; TensorBoard: {run.files.tensorboard}")
     result = {"file": str(path), "document": args.document, "topics": t.tolist()}
     print(json.dumps(result))
     return result

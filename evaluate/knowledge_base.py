@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> str:
     from tcnlm_tf.baselines import target_counts
     from tcnlm_tf.data import load_corpus
     from tcnlm_tf.decoders import build_run_knowledge_base
-    from train.run import build_parser, config_from_args
+    from tcnlm_tf.command_line import build_parser, config_from_args
 
     parser = build_parser()
     parser.prog = "python -m evaluate.knowledge_base"

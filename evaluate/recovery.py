@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"mean matched cosine: {result['mean_matched_cosine']:.4f} "
           f"({result['num_true']} true topics, {result['num_learned']} learned, "
           f"{result['shared_vocab_size']} shared words)")
-    write_text(run.directory / "recovery.json", json.dumps(result, indent=2, default=float) + "\n")
+    write_text(run.files.recovery, json.dumps(result, indent=2, default=float) + "\n")
     return result
 
 

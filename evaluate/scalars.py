@@ -9,6 +9,7 @@ import math
 
 from evaluate.common import parser
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.run_directory import RunDirectory
 
 
 def epoch_means(run_dir, tag: str) -> list[float]:
@@ -17,13 +18,14 @@ def epoch_means(run_dir, tag: str) -> list[float]:
     from tensorboard.backend.event_processing import event_accumulator
     from tensorflow import make_ndarray
 
-    metrics = run_dir / "metrics.json"
+    files = RunDirectory(run_dir)
+    metrics = files.metrics
     if not metrics.is_file():
         raise UserError(f"{run_dir} has no metrics.json: is it a run directory made by "
                         "`python -m train.run` that finished an epoch?")
     ends = [entry["step"] for entry in json.loads(metrics.read_text())["epochs"]]
     accumulator = event_accumulator.EventAccumulator(
-        str(run_dir / "tensorboard"), size_guidance={event_accumulator.TENSORS: 0})
+        str(files.tensorboard), size_guidance={event_accumulator.TENSORS: 0})
     accumulator.Reload()
     tags = accumulator.Tags()["tensors"]
     if tag not in tags:

@@ -63,7 +63,7 @@ def format_prediction(result: dict) -> str:
 def write_tensorboard(run, results: list[dict]) -> None:
     import tensorflow as tf
 
-    writer = tf.summary.create_file_writer(str(run.directory / "tensorboard" / "sememes"))
+    writer = tf.summary.create_file_writer(str(run.files.tensorboard / "sememes"))
     with writer.as_default():
         for i, result in enumerate(results):
             rows = ["| next word | P(w\\|g) | sememe | q_k | sememe | P(carried) |",

@@ -38,14 +38,14 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     require_topic_model(run, "evaluate.topics")
     topics = top_words(run, args.top_n)
     lines = [f"topic {k}: {' '.join(words)}" for k, words in enumerate(topics)]
-    path = run.directory / "topics.txt"
+    path = run.files.topics
     write_text(path, "\n".join(lines) + "\n")
     print("\n".join(lines))
     table = "| topic | top words |\n| --- | --- |\n" + "\n".join(
         f"| {k} | {' '.join(words)} |" for k, words in enumerate(topics))
-    with tf.summary.create_file_writer(str(run.directory / "tensorboard")).as_default(step=0):
+    with tf.summary.create_file_writer(str(run.files.tensorboard)).as_default(step=0):
         tf.summary.text("topics/top_words", table)
-    print(f"written to {path} and TensorBoard ({run.directory / 'tensorboard'})")
+    print(f"written to {path} and TensorBoard ({run.files.tensorboard})")
     return topics
 
 

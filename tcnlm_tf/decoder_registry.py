@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from tcnlm_tf.arguments import int_list
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.options import Option, options_by_name, positive, rate
-
-if TYPE_CHECKING:
-    from tcnlm_tf.config import RunConfig
 
 SEMEME_NORMALIZATIONS = ("left", "symmetric")
 #: corpora in Chinese, for which only a HowNet knowledge base makes sense
@@ -39,7 +36,8 @@ class DecoderSpec:
     ``target`` is ``module:Class``, a :class:`tcnlm_tf.decoders.Decoder`; ``dropouts`` maps
     a setting (``output_dropout``, a ``ModelConfig`` field, or one of the decoder's options)
     to its authors' value as a function of the run's ``--dropout``, filled in for a fresh run
-    unless given; ``configure(config)`` completes a fresh run's configuration from its data
+    unless given; ``configure(config)`` completes a fresh run's configuration
+    (:class:`~tcnlm_tf.config.RunConfig`; the registry cannot import it) from its data
     (or raises :class:`UserError`); ``vocabulary_check(options, lm_vocab_size)`` returns a
     message when the options do not fit the corpus's vocabulary; ``checks`` are ``(rule(
     ModelConfig) -> bool, message)`` pairs; ``compare_rows`` maps an ``evaluate.compare``
@@ -50,7 +48,7 @@ class DecoderSpec:
     summary: str
     options: tuple[Option, ...] = ()
     dropouts: Mapping[str, Callable[[float], float]] = dataclasses.field(default_factory=dict)
-    configure: Callable[["RunConfig"], None] | None = None
+    configure: Callable[[Any], None] | None = None
     vocabulary_check: Callable[[Mapping[str, Any], int], str | None] | None = None
     checks: tuple[tuple[Callable[[Any], bool], str], ...] = ()
     compare_rows: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
@@ -81,8 +79,9 @@ def _cutoffs_below_vocabulary(options: Mapping[str, Any], lm_vocab_size: int) ->
     return None
 
 
-def _sdlm_knowledge_base(config: "RunConfig") -> None:
-    """A fresh ``--decoder sdlm`` run: the knowledge base its corpus calls for."""
+def _sdlm_knowledge_base(config: Any) -> None:
+    """A fresh ``--decoder sdlm`` run (its :class:`~tcnlm_tf.config.RunConfig`
+    ``config``): the knowledge base its corpus calls for."""
     options = config.model.decoder_options
     if options.get("knowledge_base") is None:
         if config.data.dataset in CHINESE_DATASETS:

@@ -1,7 +1,8 @@
 """What the ``evaluate`` commands compute with a loaded run (see :mod:`tcnlm_tf.runs`).
 
 * :func:`corpus_nll`: total NLL and predicted-token count of any documents (perplexity via
-  :func:`tcnlm_tf.metrics.perplexity`), in the run's own mode.
+  :func:`tcnlm_tf.metrics.perplexity`), in the run's own mode, through :func:`summed_nll`,
+  the evaluation loop the trainer's validation runs too.
 * :func:`document_topics`: a topic model's topic proportions for whole documents (the
   posterior mean, or averaged samples when asked).
 * :func:`generate`: sentences conditioned on a topic vector (one-hot for one topic, or any
@@ -9,6 +10,8 @@
   :func:`tcnlm_tf.generation.generate_ids`.
 """
 from __future__ import annotations
+
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
@@ -60,17 +63,31 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         run.model, config, arrays, split, batch_size,
         protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else None)
     if topics == "uniform":
-        step = tf.function(lambda batch, state: run.model.loss_terms(
+        terms = tf.function(lambda batch, state: run.model.loss_terms(
             batch, False, state, context=uniform_context(run, batch)), reduce_retracing=True)
     else:
-        step = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
-                           reduce_retracing=True)
+        terms = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
+                            reduce_retracing=True)
+
+    def step(batch, state):
+        out = terms(batch, state)
+        return out, out["state"]
+
+    return summed_nll(step, dataset, config.model.mode in STATEFUL_MODES)
+
+
+def summed_nll(step: Callable[[Any, Any], tuple[dict, Any]], batches: Iterable,
+               carries_state: bool) -> tuple[float, float]:
+    """The one evaluation loop (the trainer's validation and test, :func:`corpus_nll`):
+    total NLL and predicted tokens of ``batches``, ``step(batch, state) -> (sums, new
+    state)`` with ``sums["nll_sum"]`` and ``sums["tokens"]``; each batch continues the
+    previous one's state when ``carries_state`` (document and stream mode)."""
     nll, tokens, state = 0.0, 0.0, None
-    for batch in dataset:
-        terms = step(batch, state)
-        state = terms["state"] if config.model.mode in STATEFUL_MODES else None
-        nll += float(terms["nll_sum"])
-        tokens += float(terms["tokens"])
+    for batch in batches:
+        sums, new_state = step(batch, state)
+        state = new_state if carries_state else None
+        nll += float(sums["nll_sum"])
+        tokens += float(sums["tokens"])
     return nll, tokens
 
 

@@ -24,6 +24,7 @@ from tcnlm_tf import pipeline
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, has_topics
 from tcnlm_tf.pipeline import EOS_ID
+from tcnlm_tf.run_directory import RunDirectory
 from tcnlm_tf.vocab import UNK, Vocabulary
 
 
@@ -37,6 +38,11 @@ class Run:
     topic_vocab: Vocabulary
     model: LanguageModel
     checkpoint: str
+
+    @property
+    def files(self) -> RunDirectory:
+        """Where each file of the run is."""
+        return RunDirectory(self.directory)
 
 
 def _dummy_batch(model: LanguageModel) -> dict[str, tf.Tensor]:
@@ -59,11 +65,12 @@ def load_run(directory: Path | str, precision: str | None = None,
     if not directory.is_dir():
         raise UserError(f"run directory {directory} not found: pass --run runs/<name> as "
                         "created by `python -m train.run`")
-    config = RunConfig.load(directory / "config.json")
+    files = RunDirectory(directory)
+    config = RunConfig.load(files.config)
     config.data.data_dir = corpus_location(config.data, data_dir)
-    lm_vocab = load_run_vocabulary(directory, "lm_vocab.txt", unk=UNK)
-    topic_vocab = load_run_vocabulary(directory, "topic_vocab.txt")
-    newest = checkpoint_paths(directory / "best") or checkpoint_paths(directory / "checkpoints")
+    lm_vocab = load_run_vocabulary(files.lm_vocab, unk=UNK)
+    topic_vocab = load_run_vocabulary(files.topic_vocab)
+    newest = checkpoint_paths(files.best) or checkpoint_paths(files.checkpoints)
     if not newest:
         raise UserError(f"{directory} has no checkpoint yet: train it first "
                         f"(python -m train.run --run-name {directory.name} --resume)")
@@ -78,13 +85,12 @@ def load_run(directory: Path | str, precision: str | None = None,
             f"weight(s) differ; lm_vocab.txt has {len(lm_vocab)} words, topic_vocab.txt "
             f"{len(topic_vocab)}): one of these files or config.json was changed after "
             "training; restore it (the weights are intact)")
-    return Run(directory, config, lm_vocab, topic_vocab, model, _restore(model, directory))
+    return Run(directory, config, lm_vocab, topic_vocab, model, _restore(model, files))
 
 
-def load_run_vocabulary(directory: Path, name: str, unk: str | None = None) -> Vocabulary:
-    """The vocabulary file ``name`` of a run directory, or a :class:`UserError` naming it
+def load_run_vocabulary(path: Path, unk: str | None = None) -> Vocabulary:
+    """The vocabulary file ``path`` of a run directory, or a :class:`UserError` naming it
     (missing, not UTF-8, a word twice)."""
-    path = directory / name
     if not path.is_file():
         raise UserError(f"{path} is missing: the run's weights index its words; restore it "
                         f"(train.run writes it at the start of a run)")
@@ -99,17 +105,17 @@ def load_run_vocabulary(directory: Path, name: str, unk: str | None = None) -> V
         raise UserError(f"{path} is damaged ({error}); restore it") from None
 
 
-def _restore(model: LanguageModel, directory: Path) -> str:
+def _restore(model: LanguageModel, files: RunDirectory) -> str:
     """Restore the newest readable best checkpoint of a run, else its newest readable
     training checkpoint (each with a notice on stderr when one was passed over)."""
     warn = functools.partial(print, file=sys.stderr)
     checkpoint = model_checkpoint(model)
     try:
-        best = restore_newest_readable(checkpoint, directory / "best", warn, partial=True)
+        best = restore_newest_readable(checkpoint, files.best, warn, partial=True)
     except UserError as error:
         warn(f"warning: {error}; using the newest training checkpoint instead")
         best = None
-    return best or restore_newest_readable(checkpoint, directory / "checkpoints", warn,
+    return best or restore_newest_readable(checkpoint, files.checkpoints, warn,
                                            partial=True)
 
 

@@ -80,7 +80,7 @@ TOPIC = Vocabulary(list(TOPIC_SPECIALS) + ["alpha", "beta", "gamma", "delta"])
 
 def tiny_config(**options) -> RunConfig:
     return RunConfig(model=ModelConfig(model="lclm", hidden_size=8, embedding_dim=6,
-                                       dropout=0.0, cutoffs=[], options=options))
+                                       dropout=0.0, options=options))
 
 
 @pytest.fixture(scope="module")

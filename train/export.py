@@ -16,6 +16,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from tcnlm_tf.run_directory import RunDirectory  # noqa: E402
 
 
 def next_version(model_dir: Path) -> int:
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> Path:
     args = p.parse_args(argv)
     if args.name is not None and (not args.name or "/" in args.name or args.name in (".", "..")):
         raise UserError(f"--name {args.name!r} must be a plain directory name")
-    if not (args.run / "config.json").is_file():   # before the slow TensorFlow import
+    if not RunDirectory(args.run).config.is_file():   # before the slow TensorFlow import
         raise UserError(f"run directory {args.run} not found (no config.json): pass --run "
                         "runs/<name> as created by `python -m train.run`")
     target = export(args.run, args.output_dir, args.name)

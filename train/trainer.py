@@ -25,14 +25,13 @@ custom loop with ``strategy.run``:
   the batches of every task in one random order (a function of the seed and the epoch, so a
   resumed epoch continues the same order), each step normalised by its task's global count
   and all-reduced like the language model's; ``max_steps`` counts language-model steps;
-* ``--strategy multi_worker``: ``tf.distribute.MultiWorkerMirroredStrategy``, one process
-  per machine, the cluster from ``TF_CONFIG``. Every worker builds the same global batches
-  and gives each of its replicas that replica's slice (sharding by data, as
-  ``AutoShardPolicy.DATA`` does), so each worker computes its own slice of every global
-  batch and the step is the one a single process takes. Only the chief writes the run
-  directory; the other workers save their (collective) checkpoints to a scratch directory
-  and delete them, and restore the chief's. A collective that waits longer than
-  :func:`collective_timeout` seconds (a worker died) fails instead of hanging;
+* ``--strategy multi_worker`` (:mod:`train.distribution`, with the strategies and cluster
+  helpers): every worker computes its own slice of every global batch, so the step is the
+  one a single process takes. Only the chief writes the run directory; the other workers
+  save their (collective) checkpoints to a scratch directory and delete them, and restore
+  the chief's;
+* the run directory's files are named by :class:`tcnlm_tf.run_directory.RunDirectory`;
+  validation and test run the one evaluation loop, :func:`tcnlm_tf.evaluation.summed_nll`;
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms and each
   task's loss (``train/<task>_loss``) under ``train/<name>``, ``valid/perplexity`` and
@@ -44,9 +43,7 @@ import atexit
 import functools
 import json
 import math
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,15 +60,14 @@ from tcnlm_tf.config import STATEFUL_MODES, RunConfig
 from tcnlm_tf.corpus import atomic_write, write_text
 from tcnlm_tf.data import Corpus
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.evaluation import summed_nll
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, Task
 from tcnlm_tf import pipeline
+from tcnlm_tf.run_directory import RunDirectory
+from train.distribution import SUM, is_chief, make_strategy, replica_slice
 
-SUM = tf.distribute.ReduceOp.SUM
-#: seconds a multi-worker collective (all-reduce, barrier) waits for the other workers
-#: before it fails; the environment variable TCNLM_COLLECTIVE_TIMEOUT overrides it
-COLLECTIVE_TIMEOUT = 300.0
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
               "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value",
@@ -97,151 +93,6 @@ class NonFiniteLoss(UserError):
 
 #: what TensorFlow raises when it cannot write a file (TensorBoard events, a checkpoint)
 WRITE_ERRORS = (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError)
-#: what a failed collective raises (timed out, or aborted because a peer went away)
-COLLECTIVE_ERRORS = (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-                     tf.errors.CancelledError, tf.errors.AbortedError)
-
-
-def collective_timeout() -> float:
-    """:data:`COLLECTIVE_TIMEOUT`, or ``$TCNLM_COLLECTIVE_TIMEOUT`` when set."""
-    value = os.environ.get("TCNLM_COLLECTIVE_TIMEOUT")
-    if value is None:
-        return COLLECTIVE_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise UserError(f"TCNLM_COLLECTIVE_TIMEOUT must be a positive number of seconds, "
-                        f"got {value!r}")
-    return seconds
-
-
-def replica_slice(batch: dict, context: tf.distribute.experimental.ValueContext) -> dict:
-    """Replica ``r`` of ``R``'s share of a global ``batch`` (every tensor's leading axis):
-    rows ``[r * ceil(n / R), (r + 1) * ceil(n / R))``, fewer (or none) for the last replicas
-    of a final partial batch. The whole batch when ``R = 1``."""
-    replicas = context.num_replicas_in_sync
-    if replicas == 1:
-        return batch
-    replica = context.replica_id_in_sync_group
-
-    def piece(tensor):
-        share = (tf.shape(tensor)[0] + replicas - 1) // replicas
-        return tensor[replica * share:(replica + 1) * share]
-
-    return tf.nest.map_structure(piece, batch)
-
-
-def make_strategy(kind: str = "mirrored") -> tf.distribute.Strategy:
-    """``mirrored``: MirroredStrategy over all local GPUs, or over the CPU when there is none.
-    ``multi_worker``: MultiWorkerMirroredStrategy over the cluster in ``$TF_CONFIG`` (create it
-    before any other TensorFlow op of the process runs)."""
-    if kind == "multi_worker":
-        return make_multi_worker_strategy()
-    gpus = tf.config.list_logical_devices("GPU")
-    devices = [d.name for d in gpus] if gpus else ["/cpu:0"]
-    return tf.distribute.MirroredStrategy(devices=devices)
-
-
-def make_multi_worker_strategy() -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy from ``$TF_CONFIG`` whose collectives time out after
-    :func:`collective_timeout` seconds."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        raise UserError("--strategy multi_worker needs the TF_CONFIG environment variable, e.g. "
-                        'TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                        '"task": {"type": "worker", "index": 0}}\'')
-    try:
-        tf_config = json.loads(raw)
-        task = tf_config["task"]
-        workers = tf_config["cluster"][task["type"]]
-        if not 0 <= int(task["index"]) < len(workers):
-            raise ValueError
-    except (ValueError, TypeError, KeyError):
-        raise UserError(f"TF_CONFIG is not valid: expected a JSON object with "
-                        f'"cluster" (task type -> host:port list) and "task" ("type" and '
-                        f'an "index" into that list), got {raw!r}') from None
-    timeout = collective_timeout()
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
-    # The constructor waits in TensorFlow's coordination service for every worker, with no
-    # timeout, holding the GIL (no Python thread or signal handler runs meanwhile) and
-    # deaf to SIGTERM. A watchdog process bounds the wait: it ends this process, with one
-    # line naming the workers that did not appear, unless told within `timeout` seconds
-    # that the strategy exists; Ctrl-C (SIGINT to the process group) ends both.
-    watchdog = subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), f"{timeout:g}",
-         json.dumps({"workers": workers, "type": task["type"], "index": int(task["index"])})],
-        stdin=subprocess.PIPE)
-    try:
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    finally:
-        watchdog.stdin.close()          # the watchdog exits when its input closes
-        watchdog.wait()
-
-
-#: the start-up watchdog of make_multi_worker_strategy (argv: pid, seconds, cluster JSON)
-_WATCHDOG = """
-import json, os, select, signal, socket, sys
-pid, timeout, cluster = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
-
-def end(message):
-    sys.stderr.write("error: " + message + "\\n")
-    sys.stderr.flush()
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    os._exit(0)
-
-def reachable(address):
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
-        return True
-    except (OSError, ValueError):
-        return False
-
-interrupted = lambda number, frame: end(
-    "multi-worker training interrupted while waiting for the other workers to start")
-signal.signal(signal.SIGINT, interrupted)
-signal.signal(signal.SIGTERM, interrupted)
-if select.select([sys.stdin], [], [], timeout)[0]:
-    os._exit(0)                          # the strategy exists, or this process ended
-me, kind = cluster["index"], cluster["type"]
-missing = [f"{kind} {i} ({address})" for i, address in enumerate(cluster["workers"])
-           if i != me and not reachable(address)]
-absent = ", ".join(missing) or "the others, reachable but not joining,"
-end(f"multi-worker training failed: {kind} {me} waited {timeout:g} s for the other workers "
-    f"to start ({absent} did not appear); start every worker of TF_CONFIG with the same "
-    "flags (TCNLM_COLLECTIVE_TIMEOUT sets the wait)")
-"""
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process writes the run directory: always for a single process; in a
-    cluster the ``chief`` task, or ``worker`` 0 when there is no chief."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    if resolver.task_type == "chief":
-        return True
-    return (resolver.task_type == "worker" and resolver.task_id == 0
-            and "chief" not in resolver.cluster_spec().as_dict())
-
-
-def collective_failure(error: Exception) -> UserError:
-    """The one-line message for a multi-worker collective that failed or timed out."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    telling = [line for line in lines if any(
-        word in line.lower() for word in ("unhealthy", "heartbeat", "deadline", "timed out",
-                                          "timeout", "aborted", "unavailable"))]
-    detail = (telling or lines or [""])[0]
-    return UserError(f"multi-worker training failed: a collective operation did not complete "
-                     f"within the {collective_timeout():g} s timeout or was aborted (did another "
-                     f"worker die or become unreachable? restart all workers with --resume; "
-                     f"TCNLM_COLLECTIVE_TIMEOUT sets the timeout): "
-                     f"{type(error).__name__}: {detail[:300]}")
 
 
 def _dense(grad, variable):
@@ -302,6 +153,8 @@ class Trainer:
         self.chief = is_chief(self.strategy)
         self.files_dir = (self.run_dir if self.chief
                           else Path(tempfile.mkdtemp(prefix="tcnlm-worker-")))
+        #: the run's files (read by every worker) and those this process writes
+        self.run_files, self.own_files = RunDirectory(self.run_dir), RunDirectory(self.files_dir)
         if not self.chief:
             atexit.register(shutil.rmtree, self.files_dir, ignore_errors=True)
         decoders.prepare_run(config, corpus, self.files_dir, log)
@@ -333,11 +186,11 @@ class Trainer:
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
         # Every worker saves (saving may involve collectives); only the chief's are kept.
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.files_dir / "checkpoints", max_to_keep=train.keep_checkpoints)
+            self.checkpoint, self.own_files.checkpoints, max_to_keep=train.keep_checkpoints)
         # two, so that a damaged newest one still leaves a best checkpoint to fall back to
         self.best_manager = tf.train.CheckpointManager(
-            model_checkpoint(self.model), self.files_dir / "best", max_to_keep=2)
-        self.writer = (tf.summary.create_file_writer(str(self.run_dir / "tensorboard"))
+            model_checkpoint(self.model), self.own_files.best, max_to_keep=2)
+        self.writer = (tf.summary.create_file_writer(str(self.run_files.tensorboard))
                        if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
         # Keras keeps the dropout layers' random-seed states outside model.weights
@@ -508,7 +361,7 @@ class Trainer:
                     if not bool(tf.reduce_all(tf.math.is_finite(v)))), None)
         if bad is not None:
             raise NonFiniteLoss(self.step, {"weights": bad}, tf.train.latest_checkpoint(
-                str(self.files_dir / "checkpoints")))
+                str(self.own_files.checkpoints)))
 
     def save(self, manager: tf.train.CheckpointManager, checked: bool = False) -> None:
         """Every worker saves (saving may involve collectives); a worker other than the chief
@@ -535,13 +388,8 @@ class Trainer:
     # ------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> tuple[float, float]:
         """Total NLL and number of predicted tokens of ``split`` (dropout off)."""
-        nll, tokens, state = 0.0, 0.0, None
-        for batch in self.distribute(self.dataset(split)):
-            sums, new_state = self._eval_step(batch, state)
-            state = new_state if self.uses_state else None
-            nll += float(sums["nll_sum"])
-            tokens += float(sums["tokens"])
-        return nll, tokens
+        return summed_nll(self._eval_step, self.distribute(self.dataset(split)),
+                          self.uses_state)
 
     def evaluate_perplexity(self, split: str) -> float:
         return perplexity(*self.evaluate(split))
@@ -571,7 +419,7 @@ class Trainer:
         replaces the restored (possibly decayed) learning rate, e.g. after a non-finite
         loss."""
         # the chief's checkpoints, on every worker
-        latest = restore_newest_readable(self.checkpoint, self.run_dir / "checkpoints",
+        latest = restore_newest_readable(self.checkpoint, self.run_files.checkpoints,
                                          self.log)
         if latest is None:
             return False
@@ -580,7 +428,7 @@ class Trainer:
             self.learning_rate.assign(learning_rate)
             self.log(f"learning rate set to {learning_rate:g} (--learning-rate)")
         self._set_learning_rate()
-        metrics = self.run_dir / "metrics.json"
+        metrics = self.run_files.metrics
         if metrics.is_file():
             self.history = json.loads(metrics.read_text())["epochs"]
         self.log(f"resumed from {latest}: epoch {int(self.epoch) + 1}, batch "
@@ -714,9 +562,6 @@ class Trainer:
         return True
 
     # ------------------------------------------- checkpoints and the state beside them
-    def _resume_state_path(self, step: int) -> Path:
-        return self.files_dir / "checkpoints" / f"resume-state-{step}.npz"
-
     def _save_training(self, state=None) -> None:
         """A training checkpoint, with ``resume-state-<step>.npz`` beside it (written
         atomically first, removed with its checkpoint): the dropout layers' random-seed
@@ -735,11 +580,11 @@ class Trainer:
                 arrays.update({f"lane_{i}": np.concatenate(
                     [t.numpy() for t in self.strategy.experimental_local_results(value)])
                     for i, value in enumerate(tf.nest.flatten(state))})
-            atomic_write(self._resume_state_path(self.step), lambda f: np.savez(f, **arrays))
+            atomic_write(self.own_files.resume_state(self.step), lambda f: np.savez(f, **arrays))
         self.save(self.manager, checked=True)
         if self.chief:
             kept = {Path(prefix).name.rsplit("-", 1)[-1] for prefix in self.manager.checkpoints}
-            for path in (self.files_dir / "checkpoints").glob("resume-state-*.npz"):
+            for path in self.own_files.resume_states():
                 if path.stem.rsplit("-", 1)[-1] not in kept:
                     path.unlink()
 
@@ -747,7 +592,7 @@ class Trainer:
         """Load the seed states saved with the checkpoint just restored; returns the saved
         arrays (the lanes' state among them), or {} with a notice when there are none (a
         multi-worker run, or a checkpoint of an earlier version)."""
-        path = self._resume_state_path(self.step)
+        path = self.run_files.resume_state(self.step)
         if not path.is_file():
             self.log(f"note: no {path.name} beside the checkpoint: dropout masks (and, in "
                      "document and stream mode, the lanes' state) restart, so the run will "
@@ -779,7 +624,7 @@ class Trainer:
                if not math.isfinite(float(value))}
         if bad:
             raise NonFiniteLoss(step, bad, tf.train.latest_checkpoint(
-                str(self.files_dir / "checkpoints")))
+                str(self.own_files.checkpoints)))
 
     def _log_train_window(self, step: int, window: dict, sums: dict,
                           task_sums: dict[str, list[float]]) -> None:
@@ -822,7 +667,7 @@ class Trainer:
         valid_ppl = self.evaluate_perplexity("valid")
         if not math.isfinite(valid_ppl):      # a run that diverged ends here, never as "best"
             raise NonFiniteLoss(self.step, {"valid": valid_ppl}, tf.train.latest_checkpoint(
-                str(self.files_dir / "checkpoints")))
+                str(self.own_files.checkpoints)))
         valid_tasks = self.evaluate_tasks("valid")
         step = self.step
         with self.writer.as_default(step=step):
@@ -859,12 +704,12 @@ class Trainer:
     def restore_best(self) -> None:
         """Load the weights with the best validation perplexity (if any epoch finished)."""
         self.barrier()   # the chief has written best/
-        restore_newest_readable(model_checkpoint(self.model), self.run_dir / "best", self.log)
+        restore_newest_readable(model_checkpoint(self.model), self.run_files.best, self.log)
 
     def write_metrics(self, **extra: Any) -> dict[str, Any]:
         """Write ``metrics.json`` (history, best validation perplexity, any ``extra``; the
         chief only) and return its contents."""
-        path = self.run_dir / "metrics.json"
+        path = self.run_files.metrics
         metrics = json.loads(path.read_text()) if path.is_file() else {}
         train_tokens = self.corpus.splits["train"].num_predicted_tokens(self.config.data.line_end)
         metrics.update({"dataset": self.config.data.dataset, "model": self.config.model.model,

@@ -24,7 +24,7 @@ from tcnlm_tf.corpus import read_corpus_file
 from tcnlm_tf.data import source_dir
 from tcnlm_tf.embeddings import BINARY, TEXT, write_vectors
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from train.run import _key_value
+from tcnlm_tf.command_line import key_value
 
 FORMATS = (BINARY, TEXT)
 
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help=f"where the synthetic corpus is generated (default: "
                         f"$TCNLM_CACHE_DIR or ./.cache, now {default_cache_dir()})")
-    parser.add_argument("--synthetic", type=_key_value, action="append", metavar="KEY=VALUE",
+    parser.add_argument("--synthetic", type=key_value, action="append", metavar="KEY=VALUE",
                         help="synthetic-corpus setting, repeatable, as train.run's")
     parser.add_argument("--output", type=Path, required=True, metavar="FILE",
                         help="the vectors file to write (replaced atomically)")

@@ -3,9 +3,13 @@
 A model is a ``keras.Model`` whose ``call(batch, training, state)`` takes a batch dict (see
 :mod:`tcnlm_tf.pipeline`) and returns a :class:`ModelOutput`: the log-probability of every
 target, the state to carry to the next batch (document mode) and any auxiliary loss. The
-training loop, the evaluators, serving and the perplexity computation only ever see this
-contract, so a new model is one subclass plus a registry entry
-(:mod:`tcnlm_tf.models.registry`). What a subclass can tell the generic code:
+training loop, the evaluators, serving and the perplexity computation only ever see the
+contract :class:`LanguageModel` declares, so a new model is one subclass plus a registry
+entry (:mod:`tcnlm_tf.models.registry`). Besides ``call`` and ``loss_terms`` (scoring),
+generation and serving step through a model with ``zero_state``, ``encode``,
+``log_probs`` and ``target_log_prob`` (the recurrent skeleton,
+:class:`tcnlm_tf.models.lstm.RecurrentLanguageModel`, implements them for every model of
+the project). What a subclass can tell the generic code:
 
 * ``create(config, lm_vocab, topic_vocab, run_dir)``: build itself from a run's configuration;
 * ``context_inputs``: which document-context fields its batches need (``"bow"``: the
@@ -108,6 +112,8 @@ class LanguageModel(keras.Model):
 
     #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
     context_inputs: tuple[str, ...] = ()
+    #: V, the size of the LM vocabulary it predicts
+    vocab_size: int
     _context_spec: "ContextSpec | None" = None
 
     def __init__(self, **kwargs):
@@ -186,6 +192,32 @@ class LanguageModel(keras.Model):
         """The outputs for ``batch``; ``context``: the :class:`Context` to condition on
         instead of the one :meth:`context` derives from the batch (an ablation, e.g. a topic
         model at uniform topics)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------ stepping (generation, serving)
+    def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
+        """What the batch's document-context fields contribute (nothing by default)."""
+        return Context()
+
+    def zero_state(self, batch_size: tf.Tensor) -> Any:
+        """The state a sequence starts from, for ``batch_size`` rows (nested tensors)."""
+        raise NotImplementedError
+
+    def encode(self, inputs: tf.Tensor, context: Context, training: bool = False,
+               state: Any = None, reset: tf.Tensor | None = None) -> tuple[tf.Tensor, Any]:
+        """The hidden vectors the output layer reads, [B, L, H], for ``inputs`` [B, L] from
+        ``state`` (None: :meth:`zero_state`; ``reset`` [B]: 1 zeroes a row's state), and the
+        state after the last step."""
+        raise NotImplementedError
+
+    def log_probs(self, hidden: tf.Tensor, context: Context) -> tf.Tensor:
+        """Next-word log-probabilities [..., V] of hidden vectors [..., H]."""
+        raise NotImplementedError
+
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor, context: Context,
+                        training: bool = False) -> tf.Tensor:
+        """log p(target) [...] of ``targets`` [...] given hidden vectors [..., H] (what
+        :meth:`log_probs` gives, picked at the targets; a model may compute it faster)."""
         raise NotImplementedError
 
     def loss_terms(self, batch: dict[str, tf.Tensor], training: bool = False,
