@@ -42,7 +42,7 @@ def knowledge_base_path(run_dir: Path | str) -> Path:
 
 def build_run_knowledge_base(config, corpus, stopword_rule: bool = True
                              ) -> knowledge.KnowledgeBase:
-    """The knowledge base of ``config.model.knowledge_base`` over ``corpus``'s LM vocabulary:
+    """The knowledge base of the run's ``--knowledge-base`` over ``corpus``'s LM vocabulary:
     for ``wordnet``, the words of the run's stop-word list (``config.data.stopwords``) get
     private senses unless ``stopword_rule`` is False (how runs before issue 24 built it)."""
     spec = config.model.decoder_option("knowledge_base")
