@@ -1,0 +1,79 @@
+"""``python -m tests.backend_check --backend B --out FILE [--weights FILE] CASE ...``: the
+layer cases of ``tests/test_keras_reuse.py`` under one Keras backend, in a process of its
+own (the backend is fixed when Keras is first imported).
+
+For each case (a layer class name) it builds the case's functional model, loads the weights
+of ``--weights`` (an ``.npz`` this script wrote under another backend; without it, the
+model's own initial weights are what it writes), and records in ``--out``:
+
+``<case>/weight<i>``   the weights used (``model.get_weights()`` order)
+``<case>/output<i>``   the model's outputs on the case's inputs
+``<case>/finite``      whether one SGD step of ``fit`` (MSE to zero targets) left every
+                       weight finite, ``<case>/moved`` whether it changed any (the
+                       gradients are finite and not all zero)
+``<case>/reloaded``    the largest difference between the predictions of the ``.keras``
+                       round trip and the model's
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tests.backend_check", allow_abbrev=False,
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", required=True, choices=("tensorflow", "jax", "torch"))
+    p.add_argument("--out", type=Path, required=True, help=".npz to write")
+    p.add_argument("--weights", type=Path, help=".npz of weights to load")
+    p.add_argument("cases", nargs="+", help="layer class names of test_keras_reuse.CASES")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    os.environ["KERAS_BACKEND"] = args.backend
+    import keras
+    import numpy as np
+
+    from tests.test_keras_reuse import CASES
+
+    if keras.backend.backend() != args.backend:
+        sys.exit(f"error: Keras was imported with the {keras.backend.backend()} backend")
+    builders = {cls.__name__: build for cls, build in CASES.items()}
+    given = np.load(args.weights) if args.weights else None
+    record: dict[str, np.ndarray] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="tcnlm-backend-"))
+    for name in args.cases:
+        keras.utils.set_random_seed(0)
+        model, _, inputs = builders[name]()
+        if given is not None:
+            model.set_weights([given[f"{name}/weight{i}"]
+                               for i in range(len(model.get_weights()))])
+        for i, weight in enumerate(model.get_weights()):
+            record[f"{name}/weight{i}"] = weight
+        outputs = keras.tree.flatten(model.predict(inputs, verbose=0))
+        for i, output in enumerate(outputs):
+            record[f"{name}/output{i}"] = np.asarray(output)
+        model.save(scratch / f"{name}.keras")
+        reloaded = keras.tree.flatten(
+            keras.saving.load_model(scratch / f"{name}.keras").predict(inputs, verbose=0))
+        record[f"{name}/reloaded"] = np.asarray(max(
+            float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(outputs,
+                                                                                  reloaded)))
+        before = model.get_weights()
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=["mse"] * len(outputs))
+        model.fit(inputs, [np.zeros_like(o) for o in outputs], batch_size=len(inputs[0]),
+                  epochs=1, verbose=0)
+        after = model.get_weights()
+        record[f"{name}/finite"] = np.asarray(all(np.isfinite(w).all() for w in after))
+        record[f"{name}/moved"] = np.asarray(any(not np.array_equal(a, b)
+                                                 for a, b in zip(before, after)))
+    np.savez(args.out, **record)
+
+
+if __name__ == "__main__":
+    main()
