@@ -32,9 +32,9 @@ class BagOfWords(keras.layers.Layer):
     ``counts [B, vocab_size]``, ``counts[b, v]`` = number of positions ``n`` with
     ``ids[b, n] == v``. Id 0 is padding and is not counted, so column 0 is always 0.
 
-    Computed with one ``tf.math.bincount`` along the last axis (no ``[B, N, V]`` one-hot),
-    weighted by the non-padding mask. The counts are float32 whatever the layer's dtype
-    policy: they are exact integers that the topic model consumes in float32.
+    Computed with one scatter-add of the non-padding mask into ``[B, V]`` (no ``[B, N, V]``
+    one-hot), in ``keras.ops`` (every backend). The counts are float32 whatever the layer's
+    dtype policy: they are exact integers that the topic model consumes in float32.
 
     Args:
         vocab_size: number of word ids ``V`` (the vocabulary size ``D`` of the paper).
@@ -46,17 +46,20 @@ class BagOfWords(keras.layers.Layer):
         self.vocab_size = positive_int(vocab_size, "BagOfWords vocab_size")
 
     def call(self, ids):
-        """``ids [B, N]`` -> ``counts [B, vocab_size]`` (float32, column 0 is 0)."""
-        ids = tf.cast(ids, tf.int32)
-        counts = tf.math.bincount(
-            ids,
-            weights=tf.cast(ids > 0, tf.float32),
-            minlength=self.vocab_size,
-            maxlength=self.vocab_size,
-            axis=-1,
-        )
-        # bincount loses the static width; restore it so graph-mode callers can build.
-        return tf.reshape(counts, [-1, self.vocab_size])
+        """``ids [B, N]`` -> ``counts [B, vocab_size]`` (float32, column 0 is 0; an id outside
+        ``[1, vocab_size)`` is not counted).
+
+        A scatter-add of 1 per id (``keras.ops.scatter`` sums repeated indices), which every
+        backend traces with static shapes (a bincount's width depends on the values, so JAX
+        cannot compile it); the counts are exact integers either way."""
+        ids = keras.ops.cast(ids, "int32")
+        batch, width = keras.ops.shape(ids)[0], keras.ops.shape(ids)[1]
+        flat = keras.ops.reshape(ids, (-1,))
+        counted = keras.ops.logical_and(flat > 0, flat < self.vocab_size)
+        rows = keras.ops.repeat(keras.ops.arange(batch, dtype="int32"), width)
+        indices = keras.ops.stack([rows, keras.ops.where(counted, flat, 0)], axis=1)
+        return keras.ops.scatter(indices, keras.ops.cast(counted, "float32"),
+                                 (batch, self.vocab_size))
 
     def compute_output_spec(self, ids):
         """Symbolic ``[B, vocab_size]`` float32 output, whatever the dtype policy."""

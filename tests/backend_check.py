@@ -10,7 +10,8 @@ model's own initial weights are what it writes), and records in ``--out``:
 ``<case>/output<i>``   the model's outputs on the case's inputs
 ``<case>/finite``      whether one SGD step of ``fit`` (MSE to zero targets) left every
                        weight finite, ``<case>/moved`` whether it changed any (the
-                       gradients are finite and not all zero)
+                       gradients are finite and not all zero), ``<case>/trainable`` how
+                       many trainable weights the model has (none: nothing to move)
 ``<case>/reloaded``    the largest difference between the predictions of the ``.keras``
                        round trip and the model's
 """
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         record[f"{name}/finite"] = np.asarray(all(np.isfinite(w).all() for w in after))
         record[f"{name}/moved"] = np.asarray(any(not np.array_equal(a, b)
                                                  for a, b in zip(before, after)))
+        record[f"{name}/trainable"] = np.asarray(len(model.trainable_weights))
     np.savez(args.out, **record)
 
 

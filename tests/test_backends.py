@@ -2,7 +2,8 @@
 ``tests/test_keras_reuse.py`` runs under ``KERAS_BACKEND=jax`` and ``torch`` in a process of
 its own (``tests/backend_check.py``) with the weights the TensorFlow backend made, and must
 give the TensorFlow backend's outputs to 1e-5, train one step with finite gradients that are
-not all zero, and reload from ``.keras`` with the same predictions.
+not all zero (a model with trainable weights), and reload from ``.keras`` with the same
+predictions.
 
 :data:`PORTED` are the layers that compute with ``keras.ops`` only; :data:`NOT_YET` the ones
 that still call TensorFlow or TFP directly and so run under TensorFlow only (issue 30 ports
@@ -19,11 +20,11 @@ from tests.test_keras_reuse import CASES, readme_example
 pytestmark = pytest.mark.slow
 
 BACKENDS = ("jax", "torch")
-PORTED = ("TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicState",
+PORTED = ("BagOfWords", "TopicCompositionalLSTM", "TopicCompositionalLSTMCell", "TopicState",
           "MixtureOfExpertsLSTMCell", "DocumentConvolution", "TopicAttention",
           "ConvolutionalTopicModel", "TopicGate", "ContextAttention", "LateFusionLSTM",
           "LateFusionLSTMCell")
-NOT_YET = ("AdaptiveSoftmax", "BagOfWords", "GaussianEncoder", "NeuralTopicModel",
+NOT_YET = ("AdaptiveSoftmax", "GaussianEncoder", "NeuralTopicModel",
            "LDAInference", "TopicRNNInference", "TopicRNNOutput", "SememeDecoder",
            "MixtureOfSoftmaxes", "TiedSoftmax")
 
@@ -44,7 +45,8 @@ def check(backend: str, out, weights=None) -> dict[str, np.ndarray]:
 def assert_trains_and_reloads(record: dict[str, np.ndarray], backend: str) -> None:
     for name in PORTED:
         assert record[f"{name}/finite"], f"{name} under {backend}: a weight became non-finite"
-        assert record[f"{name}/moved"], f"{name} under {backend}: one step changed no weight"
+        assert record[f"{name}/moved"] or not record[f"{name}/trainable"], \
+            f"{name} under {backend}: one step changed no weight"
         assert record[f"{name}/reloaded"] <= 1e-6, f"{name} under {backend}: .keras reload"
 
 
