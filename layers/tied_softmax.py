@@ -4,7 +4,6 @@ of every model."""
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -58,30 +57,30 @@ class TiedSoftmax(keras.layers.Layer):
         if self.projection is not None and not self.projection.built:
             self.projection.build(tuple(input_shape[:-1]) + (self.hidden_size,))
 
-    def logits(self, hidden: tf.Tensor) -> tf.Tensor:
+    def logits(self, hidden):
         """[..., H] -> [..., V]. One 2-D matmul over all positions: a batched matmul of a
         [B, L, E] input with E^T would broadcast E, and its gradient would build a
         [B, V, E] copy of the embedding gradient (5x slower at B = 64, V = 4,809)."""
+        ops = keras.ops
         dtype = self.compute_dtype
-        x = tf.cast(hidden, dtype)
+        x = ops.cast(hidden, dtype)
         x = self.projection(x) if self.projection is not None else x
-        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
+        flat = ops.reshape(x, (-1, ops.shape(x)[-1]))
         vectors = (self.embedding.embeddings if self.embedding is not None
                    else self.word_embeddings)
-        logits = (tf.matmul(flat, tf.cast(vectors, dtype), transpose_b=True)
-                  + tf.cast(self.output_bias, dtype))
-        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
+        logits = (ops.matmul(flat, ops.transpose(ops.cast(vectors, dtype)))
+                  + ops.cast(self.output_bias, dtype))
+        return ops.reshape(logits, (*ops.shape(x)[:-1], self.vocab_size))
 
-    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+    def call(self, hidden):
         """Log-probabilities, normalised in float32 whatever the compute dtype."""
-        return tf.nn.log_softmax(tf.cast(self.logits(hidden), tf.float32), axis=-1)
+        return keras.ops.log_softmax(keras.ops.cast(self.logits(hidden), "float32"), axis=-1)
 
-    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor,
-                        training: bool = False) -> tf.Tensor:
+    def target_log_prob(self, hidden, targets, training: bool = False):
         """log p(target) [...] in float32; ``training`` as every output layer's (no dropout
         here)."""
-        return -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=targets, logits=tf.cast(self.logits(hidden), tf.float32))
+        return -keras.ops.sparse_categorical_crossentropy(
+            targets, keras.ops.cast(self.logits(hidden), "float32"), from_logits=True)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocab_size,)
