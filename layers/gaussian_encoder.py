@@ -16,10 +16,49 @@ import numbers
 from typing import Sequence
 
 import keras
-import tensorflow as tf
-import tensorflow_probability as tfp
 
-tfd = tfp.distributions
+
+def distributions():
+    """TFP's distributions for the running Keras backend: ``tfp.distributions`` under
+    TensorFlow, TFP's JAX substrate under JAX, ``None`` under PyTorch (TFP has no PyTorch
+    substrate; :class:`GaussianEncoder` then uses the same reparameterisation and the
+    closed-form KL of :func:`gaussian_kl` in ``keras.ops``)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow_probability as tfp
+        return tfp.distributions
+    if backend == "jax":
+        from tensorflow_probability.substrates import jax as tfp_jax
+        return tfp_jax.distributions
+    return None
+
+
+def _tfp_distributions():
+    """:func:`distributions`, or ``NotImplementedError`` saying what to use instead."""
+    tfd = distributions()
+    if tfd is None:
+        raise NotImplementedError(
+            f"TFP has no substrate for the {keras.backend.backend()} backend, so "
+            "GaussianEncoder has no TFP posterior or prior there; use call()'s mean, "
+            "log_variance, theta and kl (closed form, gaussian_kl).")
+    return tfd
+
+
+def gaussian_kl(mean, log_variance, prior_mean: float, prior_stddev: float):
+    """``KL(N(mu, diag(sigma^2)) || N(mu_0, sigma_0^2 I))`` in closed form, summed over the
+    last axis: ``mean``, ``log_variance`` ``[..., K]`` -> ``[...]``,
+
+    ``1/2 sum_k ((mu_k - mu_0)^2 / sigma_0^2 + sigma_k^2 / sigma_0^2 - 1
+    - log(sigma_k^2 / sigma_0^2))``
+
+    (TCNLM eq. 17's KL term). What :class:`GaussianEncoder` uses where TFP has no substrate
+    (PyTorch); equal to ``tfd.kl_divergence`` of the same Gaussians (a test checks)."""
+    ops = keras.ops
+    log_prior_variance = 2.0 * math.log(prior_stddev)
+    ratio = ops.exp(log_variance - log_prior_variance)
+    terms = (ops.square(mean - prior_mean) / prior_stddev ** 2 + ratio - 1.0
+             - (log_variance - log_prior_variance))
+    return 0.5 * ops.sum(terms, axis=-1)
 
 
 def positive_int(value, what: str) -> int:
@@ -37,7 +76,8 @@ class GaussianEncoder(keras.layers.Layer):
 
     Shapes: counts ``d [B, V]`` -> ``mu [B, K]``, ``log sigma^2 [B, K]``, ``theta [B, K]`` and
     ``KL [B]`` (:meth:`call`); :meth:`posterior` gives ``q(theta|d)`` as a
-    ``tfp.distributions`` distribution with batch shape ``[B]`` and event shape ``[K]``.
+    ``tfp.distributions`` distribution with batch shape ``[B]`` and event shape ``[K]``
+    (under JAX, one of TFP's JAX substrate).
 
     ``log1p(d)`` goes through ``len(hidden_units)`` Dense+ReLU layers, then two linear heads
     give ``mu`` and ``log sigma^2``:
@@ -55,6 +95,14 @@ class GaussianEncoder(keras.layers.Layer):
     KL is ``tfd.kl_divergence`` to :meth:`prior`, the analytic
     ``1/2 sum_k ((mu_k - mu_0)^2 / sigma_0^2 + sigma_k^2 / sigma_0^2 - 1
     - log(sigma_k^2 / sigma_0^2))``.
+
+    Backends (all computing with ``keras.ops``): under TensorFlow the distributions are
+    ``tfp.distributions`` and a draw takes TensorFlow's global random stream, as the
+    project's runs always did; under JAX they are TFP's JAX substrate, seeded from the
+    layer's ``keras.random.SeedGenerator``; under PyTorch, for which TFP has no substrate,
+    :meth:`call` draws ``mu + sigma * eps`` with ``keras.random.normal`` and takes the KL
+    from :func:`gaussian_kl` (the same Gaussian reparameterisation and KL, tested equal), and
+    :meth:`posterior`, :meth:`prior` and :meth:`gaussian` raise ``NotImplementedError``.
 
     The weights (``encoder_<i>_kernel``/``_bias``, ``mean_kernel``, ``mean_bias``,
     ``log_variance_kernel``, ``log_variance_bias``) belong to this layer itself, so a subclass
@@ -86,6 +134,11 @@ class GaussianEncoder(keras.layers.Layer):
             raise ValueError(f"{owner} prior_stddev must be positive, got {prior_stddev!r}.")
         self.prior_mean = float(prior_mean)
         self.prior_stddev = float(prior_stddev)
+        # JAX and PyTorch draw from a seed the layer carries (a JAX function cannot use a
+        # global random state); TensorFlow keeps its global stream, so the variables, and
+        # with them every checkpoint's keys, stay as they were there.
+        self.seed_generator = (None if keras.backend.backend() == "tensorflow"
+                               else keras.random.SeedGenerator(name="theta_seed"))
 
     def build(self, input_shape):
         if input_shape[-1] != self.vocab_size:
@@ -110,39 +163,57 @@ class GaussianEncoder(keras.layers.Layer):
 
     def encode(self, counts):
         """``d [B, V]`` -> ``(mu [B, K], log sigma^2 [B, K])`` of ``q(theta|d)``."""
-        h = tf.math.log1p(tf.cast(counts, self.compute_dtype))
+        ops = keras.ops
+        h = ops.log1p(ops.cast(counts, self.compute_dtype))
         for kernel, bias in zip(self.encoder_kernels, self.encoder_biases):
-            h = tf.nn.relu(tf.matmul(h, kernel) + bias)
-        mean = tf.matmul(h, self.mean_kernel) + self.mean_bias
-        log_variance = tf.matmul(h, self.log_variance_kernel) + self.log_variance_bias
+            h = ops.relu(ops.matmul(h, kernel) + bias)
+        mean = ops.matmul(h, self.mean_kernel) + self.mean_bias
+        log_variance = ops.matmul(h, self.log_variance_kernel) + self.log_variance_bias
         return mean, log_variance
 
     @staticmethod
-    def gaussian(mean, log_variance) -> tfd.Distribution:
-        """``N(mean, diag(exp(log_variance)))`` over the last axis: ``[B, K]`` each ->
-        batch shape ``[B]``, event shape ``[K]``."""
-        return tfd.Independent(tfd.Normal(mean, tf.exp(0.5 * log_variance)), 1)
+    def gaussian(mean, log_variance):
+        """``N(mean, diag(exp(log_variance)))`` over the last axis, a TFP distribution:
+        ``[B, K]`` each -> batch shape ``[B]``, event shape ``[K]``."""
+        tfd = _tfp_distributions()
+        return tfd.Independent(tfd.Normal(mean, keras.ops.exp(0.5 * log_variance)), 1)
 
-    def posterior(self, counts) -> tfd.Distribution:
-        """``q(theta|d)``: ``d [B, V]`` -> distribution, batch shape ``[B]``, event ``[K]``."""
+    def posterior(self, counts):
+        """``q(theta|d)``: ``d [B, V]`` -> TFP distribution, batch shape ``[B]``, event
+        ``[K]``."""
         if not self.built:
             self.build(counts.shape)
         return self.gaussian(*self.encode(counts))
 
-    def prior(self) -> tfd.Distribution:
-        """``p(theta) = N(mu_0, sigma_0^2 I)`` (TCNLM eq. 4): batch shape ``[]``, event
-        ``[K]``."""
+    def prior(self):
+        """``p(theta) = N(mu_0, sigma_0^2 I)`` (TCNLM eq. 4), a TFP distribution: batch shape
+        ``[]``, event ``[K]``."""
+        tfd = _tfp_distributions()
+        ops = keras.ops
         return tfd.Independent(
-            tfd.Normal(
-                tf.fill([self.latent_dim], tf.constant(self.prior_mean, self.compute_dtype)),
-                tf.fill([self.latent_dim], tf.constant(self.prior_stddev, self.compute_dtype)),
-            ),
+            tfd.Normal(ops.full([self.latent_dim], self.prior_mean, self.compute_dtype),
+                       ops.full([self.latent_dim], self.prior_stddev, self.compute_dtype)),
             1,
         )
 
-    def kl_divergence(self, posterior: tfd.Distribution):
+    def kl_divergence(self, posterior):
         """``KL(posterior || prior())`` [B], analytic (``tfd.kl_divergence``)."""
-        return tfd.kl_divergence(posterior, self.prior())
+        return _tfp_distributions().kl_divergence(posterior, self.prior())
+
+    def _draw_and_kl(self, mean, log_variance, draw: bool):
+        """``(theta, KL)`` of ``q = N(mean, diag(exp(log_variance)))``: ``theta`` [B, K] a
+        reparameterised draw from ``q`` if ``draw`` else ``mean``; ``KL(q || prior())`` [B].
+        Through TFP where it has a substrate, else in closed form (class docstring)."""
+        if distributions() is not None:
+            posterior = self.gaussian(mean, log_variance)
+            seed = None if self.seed_generator is None else self.seed_generator.next()
+            return (posterior.sample(seed=seed) if draw else mean,
+                    self.kl_divergence(posterior))
+        theta = mean
+        if draw:
+            theta = mean + keras.ops.exp(0.5 * log_variance) * keras.random.normal(
+                keras.ops.shape(mean), dtype=mean.dtype, seed=self.seed_generator)
+        return theta, gaussian_kl(mean, log_variance, self.prior_mean, self.prior_stddev)
 
     def call(self, counts, training=False, sample=None):
         """Counts ``d [B, V]`` -> a dict of ``mean`` (``mu``), ``log_variance``
@@ -152,11 +223,9 @@ class GaussianEncoder(keras.layers.Layer):
         ``theta`` is the reparameterised draw ``mu + sigma * eps`` when sampling, else ``mu``;
         ``sample=None`` means "sample iff ``training``" (both Python bools)."""
         mean, log_variance = self.encode(counts)
-        posterior = self.gaussian(mean, log_variance)
-        draw = training if sample is None else sample
-        return {"mean": mean, "log_variance": log_variance,
-                "theta": posterior.sample() if draw else mean,
-                "kl": self.kl_divergence(posterior)}
+        theta, kl = self._draw_and_kl(mean, log_variance,
+                                      training if sample is None else sample)
+        return {"mean": mean, "log_variance": log_variance, "theta": theta, "kl": kl}
 
     def compute_output_shape(self, input_shape):
         batch = input_shape[0]

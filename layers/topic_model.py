@@ -12,7 +12,6 @@ import math
 from typing import Sequence
 
 import keras
-import tensorflow as tf
 
 from layers.gaussian_encoder import GaussianEncoder, positive_int
 
@@ -179,11 +178,12 @@ class NeuralTopicModel(GaussianEncoder):
 
     def topic_word(self):
         """``beta [T, D]``: row ``i`` is topic ``i``'s word distribution (rows sum to 1)."""
-        return tf.nn.softmax(self.topic_word_logits(), axis=-1)
+        return keras.ops.softmax(self.topic_word_logits(), axis=-1)
 
     def topic_proportions(self, theta):
         """``t = g(theta) = softmax(W_hat theta + b_hat)`` (eq. 4): ``[B, K]`` -> ``[B, T]``."""
-        return tf.nn.softmax(tf.matmul(theta, self.topic_kernel) + self.topic_bias, axis=-1)
+        return keras.ops.softmax(keras.ops.matmul(theta, self.topic_kernel) + self.topic_bias,
+                                 axis=-1)
 
     def call(self, bow_counts, training=False, sample=None):
         """NTM forward pass on bag-of-words counts ``d [B, D]`` (eq. 4-6, 17).
@@ -209,11 +209,12 @@ class NeuralTopicModel(GaussianEncoder):
         The NTM part of the ELBO (eq. 17) is ``mean(reconstruction - kl)``; :meth:`objective`
         turns these outputs into the training loss.
         """
-        d = tf.cast(bow_counts, self.compute_dtype)
+        ops = keras.ops
+        d = ops.cast(bow_counts, self.compute_dtype)
         encoded = super().call(d, training=training, sample=sample)
         topics = self.topic_proportions(encoded["theta"])
-        word_probs = tf.matmul(topics, self.topic_word())
-        reconstruction = tf.reduce_sum(d * tf.math.log(word_probs + WORD_PROB_FLOOR), axis=-1)
+        word_probs = ops.matmul(topics, self.topic_word())
+        reconstruction = ops.sum(d * ops.log(word_probs + WORD_PROB_FLOOR), axis=-1)
         return {
             "topics": topics,
             "mean": encoded["mean"],
@@ -238,13 +239,14 @@ class NeuralTopicModel(GaussianEncoder):
             diversity: ``R`` when the caller has computed it already, else
                 :meth:`diversity`.
         """
+        ops = keras.ops
         kl, reconstruction = outputs["kl"], outputs["reconstruction"]
         if weights is None:
-            weights = tf.ones_like(kl) / tf.cast(tf.size(kl), kl.dtype)
+            weights = ops.ones_like(kl) / ops.cast(ops.size(kl), kl.dtype)
         if diversity is None:
             diversity = self.diversity()
-        return (tf.reduce_sum(weights * (kl - reconstruction))
-                - self.diversity_weight * diversity * tf.reduce_sum(weights))
+        return (ops.sum(weights * (kl - reconstruction))
+                - self.diversity_weight * diversity * ops.sum(weights))
 
     def diversity(self):
         """Topic diversity regulariser ``R = phi - nu`` (Sec. 3.1), a scalar.
@@ -256,11 +258,12 @@ class NeuralTopicModel(GaussianEncoder):
         derivative of ``arccos`` is infinite. The clipped diagonal angle is
         ``arccos(1 - 1e-6) ~= 1.4e-3`` instead of 0 and contributes no gradient.
         """
-        unit = tf.math.l2_normalize(self.topic_word(), axis=-1)
-        cosine = tf.abs(tf.matmul(unit, unit, transpose_b=True))
-        angles = tf.acos(tf.clip_by_value(cosine, 0.0, 1.0 - COSINE_MARGIN))
-        phi = tf.reduce_mean(angles)
-        nu = tf.reduce_mean(tf.square(angles - phi))
+        ops = keras.ops
+        unit = ops.normalize(self.topic_word(), axis=-1, order=2)
+        cosine = ops.abs(ops.matmul(unit, ops.transpose(unit)))
+        angles = ops.arccos(ops.clip(cosine, 0.0, 1.0 - COSINE_MARGIN))
+        phi = ops.mean(angles)
+        nu = ops.mean(ops.square(angles - phi))
         return phi - nu
 
     def compute_output_shape(self, input_shape):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers.gaussian_encoder import GaussianEncoder
+from layers.gaussian_encoder import GaussianEncoder, gaussian_kl
 from layers.topic_model import NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference
 
@@ -58,6 +58,18 @@ def test_kl_equals_the_closed_form(mu0, s0):
     np.testing.assert_allclose(layer.kl_divergence(layer.posterior(d)).numpy(), expected,
                                rtol=1e-5, atol=1e-6)
 
+
+
+@pytest.mark.parametrize("mu0, s0", [(0.0, 1.0), (0.5, 2.0), (-1.0, 0.3)])
+def test_the_keras_ops_closed_form_equals_tfp(mu0, s0):
+    """``gaussian_kl`` (what the layer uses under PyTorch, where TFP has no substrate) gives
+    ``tfd.kl_divergence`` of the same posterior and prior."""
+    layer = randomised(GaussianEncoder(V, K, hidden_units=HIDDEN, prior_mean=mu0,
+                                       prior_stddev=s0))
+    mean, log_variance = layer.encode(counts())
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(gaussian_kl(mean, log_variance, mu0, s0)),
+        layer.kl_divergence(layer.gaussian(mean, log_variance)).numpy(), rtol=1e-6, atol=1e-6)
 
 def test_shapes_posterior_and_initial_unit_variance():
     layer = GaussianEncoder(V, K, hidden_units=HIDDEN)
