@@ -10,7 +10,7 @@ import numbers
 from typing import Sequence
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 #: Upper bound on the head (shortlist) size chosen by :func:`default_cutoffs`.
 DEFAULT_HEAD_SIZE = 2000
@@ -63,6 +63,13 @@ def _validate_cutoffs(vocab_size: int, cutoffs: Sequence[int]) -> tuple[int, ...
     return cutoffs
 
 
+def _gathers_rows() -> bool:
+    """Whether :meth:`AdaptiveSoftmax.target_log_prob` gathers each tail cluster's rows, a
+    shape that depends on the targets (TensorFlow, PyTorch), rather than evaluating the
+    cluster at every row and masking (JAX, whose ``jit`` needs static shapes)."""
+    return keras.backend.backend() != "jax"
+
+
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
 class AdaptiveSoftmax(keras.layers.Layer):
     """Adaptive softmax over a frequency-sorted vocabulary (Grave et al., 2016, Sec. 4).
@@ -91,7 +98,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
     * :meth:`target_log_prob`: ``hidden [..., d]``, integer ``targets [...]`` with values in
       ``[0, vocab_size)`` -> ``log p(target)`` ``[...]`` (float). This is the efficient
       training objective: each tail cluster is evaluated only at the positions whose target
-      lies in it.
+      lies in it (under JAX, whose compiled functions cannot have data-dependent shapes, at
+      every position and masked; see :meth:`target_log_prob`).
 
     ``d`` must be known when the layer is built. The layer computes in its compute dtype;
     under a mixed-precision policy construct it with ``dtype="float32"`` as usual for an
@@ -169,64 +177,77 @@ class AdaptiveSoftmax(keras.layers.Layer):
     def _weight(self, variable):
         """``variable`` in the compute dtype (the products run in it; Keras casts weights
         only inside ``__call__``, and ``target_log_prob`` is called directly)."""
-        return tf.cast(variable, self.compute_dtype)
+        return ops.cast(variable, self.compute_dtype)
 
     def _head_logits(self, h):
         """``h [N, d]`` -> head logits ``[N, shortlist_size + n_clusters]``, float32 (the
         normalisers run in float32 whatever the compute dtype)."""
-        logits = tf.matmul(h, self._weight(self.head_kernel)) + self._weight(self.head_bias)
-        return tf.cast(logits, tf.float32)
+        logits = ops.matmul(h, self._weight(self.head_kernel)) + self._weight(self.head_bias)
+        return ops.cast(logits, "float32")
 
     def _tail_logits(self, i, h):
         """``h [N, d]`` -> logits of tail cluster ``i`` over its words ``[N, size_i]``,
         float32."""
-        projected = tf.matmul(h, self._weight(self.tail_projections[i]))
-        logits = (tf.matmul(projected, self._weight(self.tail_kernels[i]))
+        projected = ops.matmul(h, self._weight(self.tail_projections[i]))
+        logits = (ops.matmul(projected, self._weight(self.tail_kernels[i]))
                   + self._weight(self.tail_biases[i]))
-        return tf.cast(logits, tf.float32)
+        return ops.cast(logits, "float32")
 
     def call(self, hidden):
         """Exact log-probabilities: ``hidden [..., d]`` -> ``[..., vocab_size]`` (float32)."""
-        h = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.input_dim])
-        head_log_p = tf.nn.log_softmax(self._head_logits(h), axis=-1)
+        h = ops.reshape(ops.cast(hidden, self.compute_dtype), (-1, self.input_dim))
+        head_log_p = ops.log_softmax(self._head_logits(h), axis=-1)
         parts = [head_log_p[:, : self.shortlist_size]]
         for i in range(len(self.tail_bounds)):
             cluster_log_p = head_log_p[:, self.shortlist_size + i : self.shortlist_size + i + 1]
-            parts.append(tf.nn.log_softmax(self._tail_logits(i, h), axis=-1) + cluster_log_p)
-        log_p = tf.concat(parts, axis=-1)
-        return tf.reshape(log_p, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
+            parts.append(ops.log_softmax(self._tail_logits(i, h), axis=-1) + cluster_log_p)
+        log_p = ops.concatenate(parts, axis=-1)
+        return ops.reshape(log_p, (*ops.shape(hidden)[:-1], self.vocab_size))
 
     def target_log_prob(self, hidden, targets, training=False):
         """``log p(target)``: ``hidden [..., d]``, int ``targets [...]`` -> ``[...]``
         (``training`` is accepted as by every output layer; this one has no dropout).
 
-        Equals ``call(hidden)`` gathered at ``targets`` but evaluates tail cluster ``i`` only
-        at the positions whose target lies in ``[c_i, c_{i+1})`` (gather, then scatter-add
-        into the head term). Works with unknown leading dimensions inside ``tf.function`` and
-        in a ``tf.distribute`` replica context; differentiable in all weights. Builds the
-        layer from ``hidden.shape`` if it is not built yet.
+        Equals ``call(hidden)`` gathered at ``targets`` but, under TensorFlow and PyTorch,
+        evaluates tail cluster ``i`` only at the positions whose target lies in
+        ``[c_i, c_{i+1})`` (gather those rows, then scatter-add their tail term into the head
+        term). Under JAX, whose ``jit`` needs every shape when tracing, the number of those
+        rows cannot be a shape: there each tail cluster is evaluated at every position and
+        its term kept only where the target lies in it. The values are the same; the cost is
+        every tail at every position (still below a full softmax's), 3 to 5 times the
+        gathered step in a TensorFlow or PyTorch training step at 30,000 words, which is why
+        those backends gather. Works with unknown leading dimensions (in ``tf.function`` and
+        a ``tf.distribute`` replica context under TensorFlow); differentiable in all
+        weights. Builds the layer from ``hidden.shape`` if it is not built yet.
         """
         if not self.built:
             self.build(hidden.shape)
-        hidden = tf.cast(hidden, self.compute_dtype)
-        targets = tf.cast(targets, tf.int32)
-        h = tf.reshape(hidden, [-1, self.input_dim])
-        t = tf.reshape(targets, [-1])
-        # cluster[n] = 0 for a head word, i + 1 for a word of tail cluster i.
-        cutoffs = tf.constant(self.cutoffs, dtype=tf.int32, shape=[len(self.cutoffs)])
-        cluster = tf.reduce_sum(tf.cast(t[:, None] >= cutoffs, tf.int32), axis=1)
-        head_target = tf.where(cluster == 0, t, self.shortlist_size + cluster - 1)
-        log_p = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=head_target, logits=self._head_logits(h)
-        )
+        h = ops.reshape(ops.cast(hidden, self.compute_dtype), (-1, self.input_dim))
+        t = ops.reshape(ops.cast(targets, "int32"), (-1,))
+        if self.cutoffs:
+            # cluster[n] = 0 for a head word, i + 1 for a word of tail cluster i.
+            cutoffs = ops.convert_to_tensor(self.cutoffs, dtype="int32")
+            cluster = ops.sum(ops.cast(t[:, None] >= cutoffs, "int32"), axis=1)
+            head_target = ops.where(cluster == 0, t, self.shortlist_size + cluster - 1)
+        else:
+            head_target = t     # a full softmax: every word is in the head
+        log_p = -ops.sparse_categorical_crossentropy(head_target, self._head_logits(h),
+                                                     from_logits=True)
+        gather = _gathers_rows()
         for i, (lo, _) in enumerate(self.tail_bounds):
-            rows = tf.where(cluster == i + 1)  # [M_i, 1] positions whose target is in cluster i
-            tail_log_p = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=tf.gather_nd(t, rows) - lo,
-                logits=self._tail_logits(i, tf.gather_nd(h, rows)),
-            )
-            log_p = tf.tensor_scatter_nd_add(log_p, rows, tail_log_p)
-        return tf.reshape(log_p, tf.shape(targets))
+            in_cluster = cluster == i + 1
+            if gather:
+                rows = ops.nonzero(in_cluster)[0]  # [M_i] positions whose target is in cluster i
+                tail_log_p = -ops.sparse_categorical_crossentropy(
+                    ops.take(t, rows, axis=0) - lo,
+                    self._tail_logits(i, ops.take(h, rows, axis=0)), from_logits=True)
+                log_p = ops.scatter_update(log_p, rows[:, None], tail_log_p, reduction="add")
+            else:
+                tail_log_p = -ops.sparse_categorical_crossentropy(
+                    ops.where(in_cluster, t - lo, 0), self._tail_logits(i, h),
+                    from_logits=True)
+                log_p = log_p + ops.where(in_cluster, tail_log_p, 0.0)
+        return ops.reshape(log_p, ops.shape(targets))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocab_size,)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numbers
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from layers.output_embedding import OutputEmbedding
 
@@ -103,24 +103,23 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         if not self.built:
             self.build(hidden.shape)
         dtype = self.compute_dtype
-        g = tf.reshape(tf.cast(hidden, dtype), [-1, self.input_dim])
-        prior_logits = tf.matmul(g, tf.cast(self.prior_kernel, dtype))
-        log_prior = tf.nn.log_softmax(tf.cast(prior_logits, tf.float32), axis=-1)
-        latent = tf.tanh(tf.matmul(g, tf.cast(self.latent_kernel, dtype))
-                         + tf.cast(self.latent_bias, dtype))
+        g = ops.reshape(ops.cast(hidden, dtype), (-1, self.input_dim))
+        prior_logits = ops.matmul(g, ops.cast(self.prior_kernel, dtype))
+        log_prior = ops.log_softmax(ops.cast(prior_logits, "float32"), axis=-1)
+        latent = ops.tanh(ops.matmul(g, ops.cast(self.latent_kernel, dtype))
+                          + ops.cast(self.latent_bias, dtype))
         latent = self.dropout(latent, training=training)
-        latent = tf.reshape(latent, [-1, self.embedding_dim])  # [T * N, H2]
-        logits = (tf.matmul(latent, self._output_embeddings(training), transpose_b=True)
-                  + tf.cast(self.output_bias, dtype))
-        logits = tf.cast(logits, tf.float32)
-        return log_prior, tf.reshape(logits, [-1, self.num_mixtures, self.vocab_size])
+        latent = ops.reshape(latent, (-1, self.embedding_dim))  # [T * N, H2]
+        logits = (ops.matmul(latent, ops.transpose(self._output_embeddings(training)))
+                  + ops.cast(self.output_bias, dtype))
+        logits = ops.cast(logits, "float32")
+        return log_prior, ops.reshape(logits, (-1, self.num_mixtures, self.vocab_size))
 
     def call(self, hidden, training=False):
         """``hidden [..., H1]`` -> ``log P(w|g)`` ``[..., V]``."""
         log_prior, logits = self._components(hidden, training)
-        log_p = tf.reduce_logsumexp(log_prior[:, :, None] + tf.nn.log_softmax(logits, axis=-1),
-                                    axis=1)
-        return tf.reshape(log_p, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
+        log_p = ops.logsumexp(log_prior[:, :, None] + ops.log_softmax(logits, axis=-1), axis=1)
+        return ops.reshape(log_p, (*ops.shape(hidden)[:-1], self.vocab_size))
 
     def target_log_prob(self, hidden, targets, training=False):
         """``log P(target|g)``: ``hidden [..., H1]``, int ``targets [...]`` -> ``[...]``.
@@ -130,11 +129,11 @@ class MixtureOfSoftmaxes(OutputEmbedding, keras.layers.Layer):
         log-normaliser.
         """
         log_prior, logits = self._components(hidden, training)
-        t = tf.reshape(tf.cast(targets, tf.int32), [-1])
-        target_logits = tf.gather(logits, t[:, None], axis=2, batch_dims=1)[..., 0]  # [T, N]
-        component = target_logits - tf.reduce_logsumexp(logits, axis=-1)
-        log_p = tf.reduce_logsumexp(log_prior + component, axis=-1)
-        return tf.reshape(log_p, tf.shape(targets))
+        t = ops.reshape(ops.cast(targets, "int32"), (-1, 1, 1))
+        target_logits = ops.take_along_axis(logits, t, axis=2)[..., 0]  # [T, N]
+        component = target_logits - ops.logsumexp(logits, axis=-1)
+        log_p = ops.logsumexp(log_prior + component, axis=-1)
+        return ops.reshape(log_p, ops.shape(targets))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocab_size,)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numbers
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 class OutputEmbedding:
@@ -68,12 +68,12 @@ class OutputEmbedding:
             if not self.embedding.built:
                 self.embedding.build((None,))
 
-    def _output_embeddings(self, training=False) -> tf.Tensor:
+    def _output_embeddings(self, training=False):
         """``X`` ``[V, H2]`` in the compute dtype: the tied input embedding or the layer's own
         (in training, its dimensions dropped with ``embedding_dropout``)."""
         owned = self.embedding.embeddings if self.embedding is not None else self.word_embeddings
-        vectors = tf.cast(owned, self.compute_dtype)
+        vectors = ops.cast(owned, self.compute_dtype)
         if self.embedding_mask is not None and training:
             vectors = vectors * self.embedding_mask(
-                tf.ones([1, self.embedding_dim], vectors.dtype), training=True)
+                ops.ones((1, self.embedding_dim), vectors.dtype), training=True)
         return vectors

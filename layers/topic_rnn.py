@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from layers.adaptive_softmax import AdaptiveSoftmax
 from layers.gaussian_encoder import GaussianEncoder, positive_int
@@ -104,17 +104,17 @@ class TopicRNNOutput(AdaptiveSoftmax):
 
     def call(self, hidden, theta):
         """The products in the compute dtype, every output float32."""
-        hidden = tf.cast(hidden, self.compute_dtype)
-        flat = tf.reshape(hidden, [-1, self.input_dim])
-        leading = tf.shape(hidden)[:-1]
-        stop_logit = (tf.matmul(flat, self._weight(self.stop_kernel))[:, 0]
+        hidden = ops.cast(hidden, self.compute_dtype)
+        flat = ops.reshape(hidden, (-1, self.input_dim))
+        leading = tuple(ops.shape(hidden)[:-1])
+        stop_logit = (ops.matmul(flat, self._weight(self.stop_kernel))[:, 0]
                       + self._weight(self.stop_bias))
         word_logits = self._head_logits(flat)
-        topic_bias = tf.matmul(tf.cast(theta, self.compute_dtype),
-                               self._weight(self.topic_kernel))
-        return {"stop_logit": tf.reshape(tf.cast(stop_logit, tf.float32), leading),
-                "word_logits": tf.reshape(word_logits, tf.concat([leading, [self.vocab_size]], 0)),
-                "topic_bias": tf.cast(topic_bias, tf.float32)}
+        topic_bias = ops.matmul(ops.cast(theta, self.compute_dtype),
+                                self._weight(self.topic_kernel))
+        return {"stop_logit": ops.reshape(ops.cast(stop_logit, "float32"), leading),
+                "word_logits": ops.reshape(word_logits, (*leading, self.vocab_size)),
+                "topic_bias": ops.cast(topic_bias, "float32")}
 
     def compute_output_shape(self, hidden_shape, theta_shape):
         leading = tuple(hidden_shape[:-1])
