@@ -14,6 +14,16 @@ model's own initial weights are what it writes), and records in ``--out``:
                        many trainable weights the model has (none: nothing to move)
 ``<case>/reloaded``    the largest difference between the predictions of the ``.keras``
                        round trip and the model's
+
+and, for an output layer (a case of one input whose layer has ``target_log_prob``, the
+training path of the project's models), with the weights above:
+
+``<case>/target``          ``target_log_prob`` of the case's input at fixed targets
+``<case>/target_vs_call``  its largest difference from ``call``'s log-probabilities
+                           gathered at the same targets
+``<case>/target_finite``,  whether one SGD step through ``target_log_prob`` (a model
+``<case>/target_moved``    of ``[hidden, targets]`` minimising its negative mean) left
+                           every weight finite and changed any
 """
 from __future__ import annotations
 
@@ -34,6 +44,42 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_target_log_prob(name: str, layer, model, inputs, record: dict) -> None:
+    """The ``<case>/target*`` entries of the module docstring for an output layer."""
+    import keras
+    import numpy as np
+
+    class TargetLogProb(keras.layers.Layer):
+        """``[hidden, targets]`` -> the wrapped layer's ``target_log_prob``."""
+
+        def __init__(self, inner, **kwargs):
+            super().__init__(**kwargs)
+            self.inner = inner
+
+        def call(self, hidden, targets):
+            return self.inner.target_log_prob(hidden, targets, training=True)
+
+    hidden = inputs[0]
+    targets = np.random.default_rng(2).integers(0, layer.vocab_size, hidden.shape[:-1])
+    target = keras.ops.convert_to_numpy(layer.target_log_prob(hidden, targets))
+    log_p = np.asarray(model.predict(inputs, verbose=0))
+    record[f"{name}/target"] = target
+    record[f"{name}/target_vs_call"] = np.asarray(np.max(np.abs(
+        np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0] - target)))
+    h = keras.Input(hidden.shape[1:])
+    t = keras.Input(targets.shape[1:], dtype="int32")
+    trainer = keras.Model([h, t], TargetLogProb(layer)(h, t))
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1),
+                    loss=lambda _, log_prob: -keras.ops.mean(log_prob))
+    before = [np.array(w) for w in layer.get_weights()]
+    trainer.fit([hidden, targets], np.zeros(targets.shape, np.float32),
+                batch_size=len(hidden), epochs=1, verbose=0)
+    after = layer.get_weights()
+    record[f"{name}/target_finite"] = np.asarray(all(np.isfinite(w).all() for w in after))
+    record[f"{name}/target_moved"] = np.asarray(any(not np.array_equal(a, b)
+                                                    for a, b in zip(before, after)))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     os.environ["KERAS_BACKEND"] = args.backend
@@ -50,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="tcnlm-backend-"))
     for name in args.cases:
         keras.utils.set_random_seed(0)
-        model, _, inputs = builders[name]()
+        model, layer, inputs = builders[name]()
         if given is not None:
             model.set_weights([given[f"{name}/weight{i}"]
                                for i in range(len(model.get_weights()))])
@@ -59,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
         outputs = keras.tree.flatten(model.predict(inputs, verbose=0))
         for i, output in enumerate(outputs):
             record[f"{name}/output{i}"] = np.asarray(output)
+        if hasattr(layer, "target_log_prob") and len(inputs) == 1:
+            check_target_log_prob(name, layer, model, inputs, record)
+            model.set_weights([record[f"{name}/weight{i}"]
+                               for i in range(len(model.get_weights()))])
         model.save(scratch / f"{name}.keras")
         reloaded = keras.tree.flatten(
             keras.saving.load_model(scratch / f"{name}.keras").predict(inputs, verbose=0))

@@ -26,6 +26,9 @@ PORTED = ("BagOfWords", "TiedSoftmax", "TopicCompositionalLSTM", "TopicCompositi
           "ConvolutionalTopicModel", "TopicGate", "ContextAttention", "LateFusionLSTM",
           "LateFusionLSTMCell", "GaussianEncoder", "NeuralTopicModel", "TopicRNNInference",
           "AdaptiveSoftmax", "TopicRNNOutput", "MixtureOfSoftmaxes")
+#: the output layers: ``backend_check`` also checks their ``target_log_prob``, the training
+#: path of the project's models
+OUTPUT_LAYERS = ("AdaptiveSoftmax", "MixtureOfSoftmaxes", "SememeDecoder", "TiedSoftmax")
 NOT_YET = ("LDAInference", "SememeDecoder")
 
 
@@ -48,6 +51,11 @@ def assert_trains_and_reloads(record: dict[str, np.ndarray], backend: str) -> No
         assert record[f"{name}/moved"] or not record[f"{name}/trainable"], \
             f"{name} under {backend}: one step changed no weight"
         assert record[f"{name}/reloaded"] <= 1e-6, f"{name} under {backend}: .keras reload"
+        if f"{name}/target" in record:
+            assert record[f"{name}/target_vs_call"] <= 1e-5, \
+                f"{name} under {backend}: target_log_prob is not call() at the targets"
+            assert record[f"{name}/target_finite"] and record[f"{name}/target_moved"], \
+                f"{name} under {backend}: a step through target_log_prob"
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +72,8 @@ def test_every_layer_is_ported_or_listed_as_not_yet():
 
 def test_the_tensorflow_backend_trains_and_reloads(reference):
     assert_trains_and_reloads(reference[1], "tensorflow")
+    checked = {name for name in PORTED if f"{name}/target" in reference[1]}
+    assert checked == set(OUTPUT_LAYERS) & set(PORTED), "target_log_prob checked for these"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -71,7 +81,7 @@ def test_the_layers_compute_as_under_tensorflow(backend, reference, tmp_path):
     weights, expected = reference
     record = check(backend, tmp_path / f"{backend}.npz", weights)
     for name, want in expected.items():
-        if "/output" in name or "/weight" in name:
+        if "/output" in name or "/weight" in name or name.endswith("/target"):
             np.testing.assert_allclose(record[name], want, rtol=1e-5, atol=1e-5,
                                        err_msg=f"{name} under {backend}")
     assert_trains_and_reloads(record, backend)
