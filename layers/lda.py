@@ -11,11 +11,51 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 #: Added to phinorm before dividing by it, as gensim does (its ``np.finfo(float32).eps``):
 #: a word column whose exp(E[log beta]) underflowed gives 0 / eps = 0, not 0 / 0.
 PHINORM_FLOOR = float(np.finfo(np.float32).eps)
+
+
+def _digamma(x):
+    """psi(x), the logarithmic derivative of the gamma function, elementwise, by the running
+    Keras backend's own kernel (``tf.math.digamma``, ``jax.scipy.special.digamma``,
+    ``torch.special.digamma``).
+
+    ``keras.ops`` has no digamma (Keras 3.15), and one written in ``keras.ops`` (the
+    recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then the asymptotic series, as Eigen
+    and Cephes compute it) rounded differently from TensorFlow's kernel in the last bits for
+    5 % (eager) to 29 % (in a ``tf.function``) of 500,000 float32 inputs: it would change
+    the topics every LDA run trained under TensorFlow infers. A backend's module is imported
+    only when it is Keras's backend (it is loaded already then)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.math.digamma(x)
+    if backend == "jax":
+        import jax
+
+        return jax.scipy.special.digamma(x)
+    if backend == "torch":
+        import torch
+
+        return torch.special.digamma(x)
+    raise NotImplementedError(f"LDAInference has no digamma for the {backend} backend.")
+
+
+def _matmul_transposed(x, y):
+    """``x [B, V] @ y [T, V]^T -> [B, T]``: ``keras.ops.matmul(x, keras.ops.transpose(y))``,
+    except under TensorFlow, where it is ``tf.matmul(x, y, transpose_b=True)`` as before the
+    port: run eagerly, a MatMul of the transposed copy rounds differently in the last bit for
+    some shapes (B, V, T = 4, 9, 3 or 3, 4809, 50 here), and ``evaluate.infer`` runs the layer
+    eagerly. (In a ``tf.function`` Grappler folds the transpose into the MatMul and both
+    agree bit for bit.)"""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.matmul(x, y, transpose_b=True)
+    return keras.ops.matmul(x, keras.ops.transpose(y))
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -43,6 +83,12 @@ class LDAInference(keras.layers.Layer):
     Why in the graph: q must be computable for any document a served model is sent, so a
     TF-Serving SavedModel has to run the E-step itself (no Python, no gensim); the fitted
     topics are non-trainable weights, so they live in checkpoints and exports.
+
+    Every backend: the loop is ``keras.ops.fori_loop`` (under TensorFlow the
+    ``tf.while_loop`` it always was), the rest ``keras.ops`` but for psi and the product with
+    ``exp_elog_beta^T``, which take the backend's own kernels (:func:`_digamma`,
+    :func:`_matmul_transposed`: under TensorFlow the numbers stay bit for bit those of the
+    TensorFlow-only layer, eager or traced).
 
     ``topic_word`` [T, V] is each topic's word distribution lambda_k / sum_v lambda_kv (for
     top words and coherence); it does not enter ``call``. Before :meth:`assign` both weights
@@ -80,19 +126,18 @@ class LDAInference(keras.layers.Layer):
 
     def call(self, counts):
         """``counts [B, V]`` -> ``q [B, T]`` (see the class docstring)."""
-        counts = tf.cast(counts, tf.float32)
-        beta = tf.convert_to_tensor(self.exp_elog_beta)
+        ops = keras.ops
+        counts = ops.cast(counts, "float32")
+        beta = ops.convert_to_tensor(self.exp_elog_beta)
 
-        def update(gamma):
-            theta = tf.exp(tf.math.digamma(gamma)
-                           - tf.math.digamma(tf.reduce_sum(gamma, -1, keepdims=True)))
-            phinorm = tf.matmul(theta, beta) + PHINORM_FLOOR
-            return self.alpha + theta * tf.matmul(counts / phinorm, beta, transpose_b=True)
+        def update(_, gamma):
+            theta = ops.exp(_digamma(gamma) - _digamma(ops.sum(gamma, -1, keepdims=True)))
+            phinorm = ops.matmul(theta, beta) + PHINORM_FLOOR
+            return self.alpha + theta * _matmul_transposed(counts / phinorm, beta)
 
-        start = tf.ones([tf.shape(counts)[0], self.num_topics])
-        _, gamma = tf.while_loop(lambda i, gamma: i < self.steps,
-                                 lambda i, gamma: (i + 1, update(gamma)), [0, start])
-        return gamma / tf.reduce_sum(gamma, -1, keepdims=True)
+        start = ops.ones((ops.shape(counts)[0], self.num_topics), dtype="float32")
+        gamma = ops.fori_loop(0, self.steps, update, start)
+        return gamma / ops.sum(gamma, -1, keepdims=True)
 
     def compute_output_spec(self, counts):
         return keras.KerasTensor((counts.shape[0], self.num_topics), dtype="float32")
