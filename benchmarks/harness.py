@@ -2,8 +2,9 @@
 folder: what runs the contenders, what prints the figures, and the flags every section
 shares. It knows none of the sections (``benchmarks/sections/``).
 
-Timing protocol (:func:`time_contenders`). Every contender is a ``tf.function`` training
-step built before any timing. Each gets ``--warmup`` untimed calls (the first one traces);
+Timing protocol (:func:`time_contenders`). Every contender is a training step built before
+any timing, compiled as the Keras backend compiles one (:func:`gradient_step`: a
+``tf.function`` under TensorFlow). Each gets ``--warmup`` untimed calls (the first one traces);
 then ``--rounds`` rounds each time every contender once, in turn, for ``--steps`` steps, the
 first contender of a round rotating from round to round (so a contender is not always timed
 right after the same other one, on a machine whose load varies). The tables give the median
@@ -24,9 +25,23 @@ from tcnlm_tf.errors import UserError
 from tcnlm_tf.precision import PRECISIONS
 
 
+def backend_line() -> str:
+    """The Keras backend and its library's version: ``tensorflow 2.21.0``, ``jax 0.4.38``,
+    ``torch 2.13.0+cpu``."""
+    import importlib
+
+    import keras
+
+    backend = keras.backend.backend()
+    try:
+        return f"{backend} {importlib.import_module(backend).__version__}"
+    except (ImportError, AttributeError):
+        return backend
+
+
 def machine_line() -> str:
-    """One line: CPU model, cores, load, Python and TensorFlow versions."""
-    import tensorflow as tf
+    """One line: CPU model, cores, load, Python, Keras and the backend's versions."""
+    import keras
 
     model = platform.processor() or platform.machine()
     try:
@@ -43,7 +58,7 @@ def machine_line() -> str:
         load = "load avg n/a"
     return (f"machine: {model}, {os.cpu_count()} logical CPUs, {load}, "
             f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
-            f"TensorFlow {tf.__version__}")
+            f"Keras {keras.__version__}, backend {backend_line()}")
 
 
 def ratio(value: float, reference: float | None) -> str:
@@ -143,10 +158,59 @@ def time_contenders(contenders: dict[str, Callable[[int], float]], warmup: int, 
                    "work": statistics.median(works[name])} for name in names}
 
 
+#: how :func:`gradient_step` compiles a step under each Keras backend, for the tables' headings
+STEP_COMPILED = {"tensorflow": "a tf.function of a tf.GradientTape step",
+                 "jax": "jax.jit of jax.value_and_grad through a keras.StatelessScope",
+                 "torch": "eager, torch.autograd.grad"}
+
+
+def check_backend(sections: dict[str, object], chosen: list[str], flag: str) -> None:
+    """Raises :class:`UserError` (one line) when a section of ``chosen`` cannot run under the
+    Keras backend: each module of ``sections`` lists the backends it runs under in its
+    ``BACKENDS``."""
+    import keras
+
+    backend = keras.backend.backend()
+    refused = [name for name in chosen if backend not in sections[name].BACKENDS]
+    if refused:
+        runnable = [name for name, section in sections.items() if backend in section.BACKENDS]
+        supported = sorted({b for name in refused for b in sections[name].BACKENDS})
+        raise UserError(
+            f"{flag} {','.join(refused)}: {'runs' if len(refused) == 1 else 'run'} under "
+            f"the {' or '.join(supported)} Keras backend only, not under {backend} "
+            f"(KERAS_BACKEND={backend})"
+            + (f"; under {backend}, choose {flag} {','.join(runnable)}" if runnable else ""))
+
+
 def gradient_step(loss_fn: Callable, variables: list) -> Callable[[int], float]:
-    """A contender: one ``tf.function`` call of the forward pass ``loss_fn()`` (a scalar) and
-    its gradients for every tensor of ``variables``; waits for the loss and the first
-    gradient. Raises ``ValueError`` when tracing finds a variable the loss does not reach."""
+    """A contender: one compiled call of the forward pass ``loss_fn()`` (a scalar) and its
+    gradients for every variable of ``variables``, compiled as the Keras backend compiles
+    its own training step:
+
+    * TensorFlow: a ``tf.function`` of a ``tf.GradientTape`` (``variables`` may be
+      ``tf.Variable`` or Keras variables); waits for the loss and the first gradient (the
+      call returns once all its outputs are computed). Raises ``ValueError`` when tracing
+      finds a variable the loss does not reach.
+    * JAX: ``jax.jit`` of ``jax.value_and_grad`` of the forward pass, the variables' values
+      passed in as arguments through a ``keras.StatelessScope`` (as Keras's JAX trainer
+      runs a layer statelessly); waits for the loss and every gradient (a JAX call returns
+      before its results are computed). A variable the loss does not reach gets a zero
+      gradient.
+    * PyTorch: the forward pass and ``torch.autograd.grad``, eagerly (as Keras's PyTorch
+      trainer runs by default). Raises ``ValueError`` at the first call for a variable the
+      loss does not reach.
+
+    Under JAX and PyTorch, ``variables`` are Keras variables (``keras.Variable``, a layer's
+    weights), inputs included."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return _jax_gradient_step(loss_fn, variables)
+    if backend == "torch":
+        return _torch_gradient_step(loss_fn, variables)
+    if backend != "tensorflow":
+        raise UserError(f"the benchmarks time no gradient step under the {backend} backend")
     import tensorflow as tf
 
     @tf.function
@@ -163,6 +227,43 @@ def gradient_step(loss_fn: Callable, variables: list) -> Callable[[int], float]:
         loss, grads = step()
         loss.numpy()
         grads[0].numpy()
+        return 0.0
+
+    return run
+
+
+def _jax_gradient_step(loss_fn: Callable, variables: list) -> Callable[[int], float]:
+    import jax
+    import keras
+
+    def loss_of(values):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+            return loss_fn()
+
+    step = jax.jit(jax.value_and_grad(loss_of))
+
+    def run(_: int) -> float:
+        jax.block_until_ready(step([v.value for v in variables]))
+        return 0.0
+
+    return run
+
+
+def _torch_gradient_step(loss_fn: Callable, variables: list) -> Callable[[int], float]:
+    import torch
+
+    values = [v.value for v in variables]
+    checked = []
+
+    def run(_: int) -> float:
+        loss = loss_fn()
+        grads = torch.autograd.grad(loss, values, allow_unused=True)
+        if not checked:
+            missing = [v.name for v, g in zip(variables, grads) if g is None]
+            if missing:
+                raise ValueError(f"the loss does not depend on {missing}")
+            checked.append(True)
+        loss.item()
         return 0.0
 
     return run

@@ -17,11 +17,17 @@ The first three time their contenders by the protocol of :mod:`benchmarks.harnes
 (alternating rounds, medians, ratios to the section's reference row). Every figure is
 computed in the run.
 
+``recurrent`` runs under every Keras backend (``KERAS_BACKEND=jax`` or ``torch`` before the
+command; each compiles the step its own way, :func:`benchmarks.harness.gradient_step`); the
+other sections time TensorFlow training steps and run under TensorFlow only (asked for under
+another backend, the command stops with a one-line error).
+
     python -m benchmarks.run                      # every section at its default sizes
     python -m benchmarks.run --rounds 2 --steps 1 --sections recurrent --hidden-size 64
     python -m benchmarks.run --sections models --models lstm,tcnlm,moe
     python -m benchmarks.run --sections models --precisions float32,mixed_bfloat16
     python -m benchmarks.run --sections scaling --corpus-docs 100,200,400 --topic-counts 10,50
+    KERAS_BACKEND=jax python -m benchmarks.run --sections recurrent
 """
 from __future__ import annotations
 
@@ -32,7 +38,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from benchmarks.harness import Parser, add_timing_arguments, machine_line, name_list  # noqa: E402
+from benchmarks.harness import (Parser, add_timing_arguments, backend_line,  # noqa: E402
+                                check_backend, machine_line, name_list)
 from benchmarks.sections import decoders, models, recurrent, scaling  # noqa: E402
 from tcnlm_tf.errors import exit_on_user_error  # noqa: E402
 
@@ -71,14 +78,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    check_backend(SECTIONS, args.sections, "--sections")
     import keras
-    import tensorflow as tf
 
-    # The contenders' steps are separate tf.functions of one Python function (one code
-    # object), which TensorFlow's frequent-retracing warning counts as retraces of one.
-    tf.get_logger().setLevel("ERROR")
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # The contenders' steps are separate tf.functions of one Python function (one code
+        # object), which TensorFlow's frequent-retracing warning counts as retraces of one.
+        tf.get_logger().setLevel("ERROR")
     print(machine_line())
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}; sections "
+    print(f"Keras {keras.__version__}, backend {backend_line()}; sections "
           f"{','.join(args.sections)}; timing: {args.warmup} warm-up call(s), {args.rounds} "
           f"round(s) of {args.steps} step(s), median per step; seed {args.seed}", flush=True)
     for name in args.sections:

@@ -2,18 +2,23 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks.run import main
 from benchmarks.sections.decoders import DECODERS
 from benchmarks.sections.recurrent import multiply_adds_per_token
+from tests.conftest import REPO_ROOT
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
 
 TINY_SIZES = {"--hidden-size": 16, "--input-size": 8, "--num-topics": 4, "--moe-experts": 2,
               "--batch-size": 4, "--seq-len": 5}
+TINY_FLAGS = [str(v) for item in TINY_SIZES.items() for v in item]
 QUICK = ["--rounds", "1", "--steps", "1", "--warmup", "1"]
 #: a synthetic corpus small enough for a few one-epoch runs (as tests/conftest.py's TINY)
 TINY_SYNTHETIC = ["--synthetic", "valid_docs=8", "--synthetic", "test_docs=8",
@@ -41,12 +46,11 @@ def positive(cell: str) -> float:
     return value
 
 
-def test_recurrent_and_decoders_tables(capsys):
-    flags = [str(v) for item in TINY_SIZES.items() for v in item]
-    main(["--sections", "recurrent,decoders", *flags, "--vocab-sizes", "300",
-          "--decoder-batch", "2", "--decoder-seq-len", "3", *QUICK])
-    out = capsys.readouterr().out
-
+def assert_recurrent_table(out: str, backend: str) -> None:
+    """The recurrent section's table at :data:`TINY_SIZES` under the default precisions:
+    every layer under each, its figures consistent with each other, under a heading that
+    names ``backend``."""
+    assert f"recurrent layers under the {backend} backend (" in out
     # multiply-adds per token, from the formulas, for n_x=8, n_h=16, n_f=n_h, T=4, L=5, K=2
     n_x, n_h, T, L, K = 8, 16, 4, 5, 2
     lstm = 4 * n_h * (n_x + n_h)
@@ -70,12 +74,49 @@ def test_recurrent_and_decoders_tables(capsys):
         if row[1] == "float32":
             assert row[7] == "1.00x"
 
+
+def test_recurrent_and_decoders_tables(capsys):
+    main(["--sections", "recurrent,decoders", *TINY_FLAGS, "--vocab-sizes", "300",
+          "--decoder-batch", "2", "--decoder-seq-len", "3", *QUICK])
+    out = capsys.readouterr().out
+    assert "backend tensorflow " in out.splitlines()[0]
+    assert_recurrent_table(out, "tensorflow")
+
     decoders = table(out, "V")
     assert [(r[0], r[1]) for r in decoders] == [("300", d) for d in DECODERS]
     for row in decoders:
         positive(row[2])
         positive(row[3])
     assert "command: python -m benchmarks.run --sections recurrent,decoders" in out
+
+
+def run_under(backend: str, flags: list[str], home: Path) -> subprocess.CompletedProcess:
+    """``KERAS_BACKEND=<backend> python -m benchmarks.run FLAGS`` in a process of its own
+    (the backend is fixed when Keras is first imported)."""
+    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "benchmarks.run", *flags], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_recurrent_section_runs_under_every_backend(backend, tmp_path):
+    """The same table under JAX and PyTorch, with the step compiled their way (nothing here
+    compares times: the machine's load decides them)."""
+    result = run_under(backend, ["--sections", "recurrent", *TINY_FLAGS, *QUICK], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"backend {backend} " in result.stdout.splitlines()[0]
+    assert_recurrent_table(result.stdout, backend)
+
+
+def test_the_tensorflow_only_sections_refuse_another_backend_in_one_line(tmp_path):
+    result = run_under("jax", ["--sections", "recurrent,models,scaling", *QUICK], tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == (
+        "error: --sections models,scaling: run under the tensorflow Keras backend only, not "
+        "under jax (KERAS_BACKEND=jax); under jax, choose --sections recurrent\n")
 
 
 def test_multiply_adds_at_the_default_sizes():

@@ -34,6 +34,10 @@ MAX_SENSES_PER_WORD = 3
 MAX_SEMEMES_PER_SENSE = 3
 
 
+#: the Keras backends it runs under (it times TensorFlow training steps)
+BACKENDS = ("tensorflow",)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     dec = parser.add_argument_group("decoders")
     dec.add_argument("--vocab-sizes", type=integer_list(2), default=[10000, 40000],

@@ -42,6 +42,10 @@ REFERENCE_MODEL = "lstm"
 DEFAULT_MODEL_ROWS = (*MODELS, *decoder_rows())
 
 
+#: the Keras backends it runs under (it times TensorFlow training steps)
+BACKENDS = ("tensorflow",)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     row_names = tuple(compare_rows())
     models = parser.add_argument_group("models")

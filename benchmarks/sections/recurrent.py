@@ -16,6 +16,15 @@ table gives each layer's multiply-adds per token relative to the LSTM's
 (:func:`multiply_adds_per_token`), the ratio the time would have if every multiply-add cost
 the same (the "floor"), and how far the measured ratio is above it.
 
+It runs under every Keras backend: the step is compiled as
+:func:`benchmarks.harness.gradient_step` says (under TensorFlow a ``tf.function`` of a
+``tf.GradientTape`` step, under JAX ``jax.jit`` of ``jax.value_and_grad``, under PyTorch
+eager autograd), and the table's heading names the backend. The ratios compare layers under
+one backend. Under PyTorch on a CPU, ``keras.layers.LSTM`` runs Keras's own loop of torch
+calls (its input products hoisted), the other layers Keras's generic recurrence, which calls
+the cell as a Keras layer at every step, eagerly; so there the ratios measure that
+per-step overhead as much as the layers' arithmetic.
+
 Its flags (the "sizes" group) also give the decoders section its hidden and embedding sizes,
 and the models section the topic count of the models whose compare row does not pin one.
 """
@@ -23,8 +32,12 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.harness import gradient_step, print_table, ratio, time_contenders, unique
+from benchmarks.harness import (STEP_COMPILED, gradient_step, print_table, ratio,
+                                time_contenders, unique)
 from tcnlm_tf.arguments import integer
+
+#: the Keras backends it runs under
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,10 +88,13 @@ def run(args: argparse.Namespace) -> None:
     ``--precisions`` (the layers' dtype policy: float32 weights, products in the policy's
     compute dtype); the loss is the float32 sum of the outputs [B, L, n_h] ([B, L, K n_h]
     for the MoE). Every (layer, precision) pair is a contender of the same rounds; the
-    ratios compare layers under the same precision."""
+    ratios compare layers under the same precision.
+
+    Under TensorFlow x and t are ``tf.Variable``s and the loss ``tf.reduce_sum``; under the
+    other backends they are Keras variables, read with ``keras.ops.convert_to_tensor``,
+    and the loss ``keras.ops.sum``."""
     import keras
     import numpy as np
-    import tensorflow as tf
 
     from layers.hoisted_lstm import HoistedLSTM
     from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
@@ -89,8 +105,26 @@ def run(args: argparse.Namespace) -> None:
     n_f, K = args.num_factors or n_h, args.moe_experts
     keras.utils.set_random_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    x = tf.Variable(rng.normal(size=(B, L, n_x)).astype("float32"), name="x")
-    t = tf.Variable(rng.dirichlet(np.ones(T), size=B).astype("float32"), name="t")
+    x_value = rng.normal(size=(B, L, n_x)).astype("float32")
+    t_value = rng.dirichlet(np.ones(T), size=B).astype("float32")
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        x, t = tf.Variable(x_value, name="x"), tf.Variable(t_value, name="t")
+
+        def read(v):
+            return v
+
+        def total(outputs):
+            return tf.reduce_sum(tf.cast(outputs, tf.float32))
+    else:
+        x = keras.Variable(x_value, name="x", autocast=False)
+        t = keras.Variable(t_value, name="t", autocast=False)
+        read = keras.ops.convert_to_tensor
+
+        def total(outputs):
+            return keras.ops.sum(keras.ops.cast(outputs, "float32"))
 
     def layers_under(policy: str) -> dict:
         """name -> (forward pass, layer, the inputs it reads, key of multiply_adds_per_token)
@@ -106,13 +140,13 @@ def run(args: argparse.Namespace) -> None:
         moe = keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K, dtype=policy),
                                return_sequences=True, dtype=policy, name="moe")
         return {
-            "keras LSTM": (lambda: lstm(x), lstm, [x], "lstm"),
-            "LSTM, x W hoisted": (lambda: hoisted(x), hoisted, [x], "lstm"),
+            "keras LSTM": (lambda: lstm(read(x)), lstm, [x], "lstm"),
+            "LSTM, x W hoisted": (lambda: hoisted(read(x)), hoisted, [x], "lstm"),
             "TC-LSTM, step by step": (
-                lambda: stepwise(x, initial_state=cell.topic_state(t)), stepwise, [x, t],
-                "tc"),
-            "TC-LSTM (layer)": (lambda: tc_layer([x, t]), tc_layer, [x, t], "tc"),
-            f"MoE LSTM (K={K})": (lambda: moe(x), moe, [x], "moe"),
+                lambda: stepwise(read(x), initial_state=cell.topic_state(read(t))), stepwise,
+                [x, t], "tc"),
+            "TC-LSTM (layer)": (lambda: tc_layer([read(x), read(t)]), tc_layer, [x, t], "tc"),
+            f"MoE LSTM (K={K})": (lambda: moe(read(x)), moe, [x], "moe"),
         }
 
     layers = {precision: layers_under(precision) for precision in args.precisions}
@@ -121,10 +155,10 @@ def run(args: argparse.Namespace) -> None:
         for name, (forward, layer, inputs, _) in named.items():
             forward()  # builds the weights eagerly, outside the traced step
             contenders[name, precision] = gradient_step(
-                lambda f=forward: tf.reduce_sum(tf.cast(f(), tf.float32)),
-                inputs + unique(layer.trainable_weights))
+                lambda f=forward: total(f()), inputs + unique(layer.trainable_weights))
     macs = multiply_adds_per_token(n_x, n_h, n_f, T, L, K)
-    print(f"recurrent layers, forward + backward: batch B={B} x L={L} tokens, n_x={n_x}, "
+    print(f"recurrent layers under the {backend} backend ({STEP_COMPILED[backend]}), "
+          f"forward + backward: batch B={B} x L={L} tokens, n_x={n_x}, "
           f"n_h={n_h}, n_f={n_f}, T={T}, K={K}; precisions {', '.join(args.precisions)}; "
           f"floor = multiply-adds per token / the LSTM's ({macs['lstm']:,.0f})", flush=True)
     times = time_contenders(contenders, args.warmup, args.rounds, args.steps)

@@ -28,6 +28,10 @@ from tcnlm_tf.arguments import integer, integer_list
 from tcnlm_tf.errors import UserError
 
 
+#: the Keras backends it runs under (it times TensorFlow training steps)
+BACKENDS = ("tensorflow",)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     scale = parser.add_argument_group("scaling")
     scale.add_argument("--corpus-docs", type=integer_list(1), default=[250, 500, 1000],
