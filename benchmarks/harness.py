@@ -39,8 +39,32 @@ def backend_line() -> str:
         return backend
 
 
+def accelerator() -> str | None:
+    """The accelerator the Keras backend computes on (``NVIDIA H200``), or ``None`` on the
+    CPU."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        return None if device.platform == "cpu" else device.device_kind
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name)
+
+
 def machine_line() -> str:
-    """One line: CPU model, cores, load, Python, Keras and the backend's versions."""
+    """One line: CPU model, cores, load, Python, Keras and the backend's versions, and the
+    accelerator the backend computes on, if any."""
     import keras
 
     model = platform.processor() or platform.machine()
@@ -58,7 +82,8 @@ def machine_line() -> str:
         load = "load avg n/a"
     return (f"machine: {model}, {os.cpu_count()} logical CPUs, {load}, "
             f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
-            f"Keras {keras.__version__}, backend {backend_line()}")
+            f"Keras {keras.__version__}, backend {backend_line()}, "
+            f"computing on {accelerator() or 'the CPU'}")
 
 
 def ratio(value: float, reference: float | None) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.run import main
 from benchmarks.sections.decoders import DECODERS
-from benchmarks.sections.recurrent import multiply_adds_per_token
+from benchmarks.sections.recurrent import cudnn_precision_problem, multiply_adds_per_token
 from tests.conftest import REPO_ROOT
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
@@ -106,6 +106,7 @@ def test_the_recurrent_section_runs_under_every_backend(backend, tmp_path):
     result = run_under(backend, ["--sections", "recurrent", *TINY_FLAGS, *QUICK], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"backend {backend} " in result.stdout.splitlines()[0]
+    assert result.stdout.splitlines()[0].endswith("computing on the CPU")
     assert_recurrent_table(result.stdout, backend)
 
 
@@ -117,6 +118,17 @@ def test_the_tensorflow_only_sections_refuse_another_backend_in_one_line(tmp_pat
     assert result.stderr == (
         "error: --sections models,scaling: run under the tensorflow Keras backend only, not "
         "under jax (KERAS_BACKEND=jax); under jax, choose --sections recurrent\n")
+
+
+def test_reduced_precision_is_refused_only_for_jax_on_a_gpu():
+    """Keras's LSTM under JAX on a GPU is cuDNN through jax.experimental.rnn, float32 only
+    (on an H200 a mixed_bfloat16 step failed with "Unknown output type bfloat16")."""
+    problem = cudnn_precision_problem("jax", "NVIDIA H200", ["float32", "mixed_bfloat16"])
+    assert problem.startswith("--precisions mixed_bfloat16: under JAX on a GPU (NVIDIA H200)")
+    assert problem.endswith("use --precisions float32")
+    assert cudnn_precision_problem("jax", "NVIDIA H200", ["float32"]) is None
+    assert cudnn_precision_problem("jax", None, ["float32", "mixed_bfloat16"]) is None
+    assert cudnn_precision_problem("torch", "NVIDIA H200", ["mixed_float16"]) is None
 
 
 def test_multiply_adds_at_the_default_sizes():

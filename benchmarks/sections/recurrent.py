@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.harness import (STEP_COMPILED, gradient_step, print_table, ratio,
+from benchmarks.harness import (STEP_COMPILED, accelerator, gradient_step, print_table, ratio,
                                 time_contenders, unique)
 from tcnlm_tf.arguments import integer
+from tcnlm_tf.errors import UserError
 
 #: the Keras backends it runs under
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -60,7 +61,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Nothing beyond the flags' types: every size is an integer of at least 1."""
+    """The sizes need nothing beyond the flags' types (integers of at least 1); the
+    precisions, :func:`cudnn_precision_problem` when the recurrent section runs."""
+    if "recurrent" in args.sections:
+        import keras
+
+        problem = cudnn_precision_problem(keras.backend.backend(), accelerator(),
+                                          args.precisions)
+        if problem:
+            raise UserError(problem)
+
+
+def cudnn_precision_problem(backend: str, device: str | None,
+                            precisions: list[str]) -> str | None:
+    """Why the reference ``keras.layers.LSTM`` cannot run at ``precisions`` under ``backend``
+    on ``device`` (``None``: the CPU), or ``None``: under JAX on a GPU Keras runs it with
+    cuDNN through ``jax.experimental.rnn``, which takes float32 only (a reduced-precision
+    policy fails there with "Unknown output type bfloat16")."""
+    reduced = [p for p in precisions if p != "float32"]
+    if backend == "jax" and device is not None and reduced:
+        return (f"--precisions {','.join(reduced)}: under JAX on a GPU ({device}) "
+                "keras.layers.LSTM, the reference of the recurrent section, runs cuDNN "
+                "through jax.experimental.rnn, which takes float32 only; use --precisions "
+                "float32")
+    return None
 
 
 def multiply_adds_per_token(input_size: int, hidden_size: int, num_factors: int,
