@@ -13,9 +13,10 @@ from typing import Sequence
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from layers.output_embedding import OutputEmbedding
+
+ops = keras.ops
 
 #: The normalisation constants ``C_{k,s}`` of eq. 6: ``1/|E(s)|`` or ``1/sqrt(|E(s)||D(e_k)|)``.
 NORMALIZATIONS = ("left", "symmetric")
@@ -30,6 +31,54 @@ def _int_array(values, what: str) -> np.ndarray:
     if array.size and not (np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"SememeDecoder {what} must hold ints, got dtype {array.dtype}.")
     return array.astype(np.int64)
+
+
+# TensorFlow's sorted segment sum (an Eigen reduction) adds the rows of a segment one after
+# the other only in segments of fewer rows than this; longer ones go into 4 interleaved
+# partial sums.
+_SEQUENTIAL_ROWS = 16
+
+
+def _sorted_segment(reduce, data, segment_ids: np.ndarray, num_segments: int):
+    """``reduce`` (``ops.segment_sum`` or ``ops.segment_max``) of the rows of ``data`` over
+    the sorted ``segment_ids`` (a NumPy array of ids in ``[0, num_segments)``) ->
+    ``[num_segments, ...]``, an empty segment 0. TensorFlow's sorted kernels
+    (``tf.math.segment_sum``, ``segment_max``) take no ``num_segments`` (they return the last
+    id + 1 rows: zero rows are appended); JAX's and PyTorch's need it."""
+    if keras.backend.backend() != "tensorflow":
+        return reduce(data, segment_ids, num_segments=num_segments, sorted=True)
+    reduced = reduce(data, segment_ids, sorted=True)
+    missing = num_segments - (int(segment_ids[-1]) + 1)
+    if missing:
+        reduced = ops.pad(reduced, [[0, missing]] + [[0, 0]] * (len(reduced.shape) - 1))
+    return reduced
+
+
+def _sum_in_order(data, segment_ids: np.ndarray, num_segments: int, short: bool):
+    """``data [n, N]`` -> ``[num_segments, N]``: its rows summed per segment of the sorted
+    ``segment_ids`` (a NumPy array ``[n]``), under TensorFlow each sum starting from 0 and
+    adding the rows one after the other, in order, as ``tf.sparse.sparse_dense_matmul`` and
+    the gradient of a gather (an unsorted segment sum) do: with the sorted segment sum where
+    ``short`` (no segment of ``_SEQUENTIAL_ROWS`` rows or more), else with ``scatter_nd``
+    (1.5 times faster on CPU than an unsorted segment sum). The other backends take their
+    segment sum (PyTorch's ``scatter`` is a Python loop)."""
+    if short or keras.backend.backend() != "tensorflow":
+        return _sorted_segment(ops.segment_sum, data, segment_ids, num_segments)
+    return ops.scatter(segment_ids[:, None], data, (num_segments, ops.shape(data)[1]))
+
+
+def _gather_rows(x, rows: np.ndarray, num_rows: int, short: bool):
+    """``x[rows]``, ``rows`` a sorted NumPy array into the ``num_rows`` rows of ``x [num_rows,
+    N]``, whose gradient sums the rows of the output gradient per row of ``x`` with
+    :func:`_sum_in_order` (``short``: no row repeated 16 times or more): under TensorFlow the
+    sums of ``ops.take``'s gradient, an unsorted segment sum, in the same order, faster."""
+    @ops.custom_gradient
+    def gather(x):
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream  # PyTorch: the keyword
+            return _sum_in_order(upstream, rows, num_rows, short)
+        return ops.take(x, rows, axis=0), grad
+    return gather(x)
 
 
 def _positive_int(value, what: str) -> int:
@@ -80,7 +129,8 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     (a constant sparse ``[M, K]`` matrix with ``E`` non-zeros times ``alpha_r * q``). Per token
     that costs ``O(R H1 H2 + R H2 V + K H1 + R E + R M)`` multiply-adds, dominated by the
     ``R H2 V`` term, i.e. about ``R`` times a tied full softmax (``H2 V``), and
-    ``O(R (V + M) + K)`` activation memory. ``python -m benchmarks.bench_decoders`` measures
+    ``O(R (V + M + E) + K)`` activation memory (the sparse product gathers ``E`` rows per
+    basis and position). ``python -m benchmarks.bench_decoders`` measures
     it beside a tied full softmax (RESULTS.md: 15-19 times its time at the APNEWS vocabulary
     with WordNet, on 2 CPU cores).
 
@@ -93,10 +143,11 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     * :meth:`carried_sememe_probs`: ``hidden [..., H1]`` -> ``[..., K]``, the probability
       that the next word's sense carries sememe ``k``.
 
-    Only plain TensorFlow ops are used (matmul, gather, segment sums), so the layer runs inside
-    ``tf.function`` and in a ``tf.distribute`` replica context. ``H1`` must be known when the
-    layer is built. The layer computes in its compute dtype; under a mixed-precision policy
-    construct it with ``dtype="float32"``, as usual for an output softmax.
+    Only ``keras.ops`` are used (matmul, take, segment sums), so the layer runs under every
+    Keras backend (TensorFlow, JAX, PyTorch) and, under TensorFlow, inside ``tf.function``
+    and in a ``tf.distribute`` replica context. ``H1`` must be known when the layer is
+    built. The layer computes in its compute dtype; under a mixed-precision policy construct
+    it with ``dtype="float32"``, as usual for an output softmax.
 
     Args:
         vocab_size: ``V``.
@@ -192,6 +243,21 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             coefficient = 1.0 / np.sqrt(edges_per_sense[senses] * senses_per_sememe[sememes])
         #: ``C_{k,s}`` of every edge, ``[E]``.
         self.edge_coefficient = coefficient.astype(np.float32)
+        # for the gathers and segment sums (see _sparse_product): int32 indices, the edges
+        # again by sememe, then sense, for the gradient, C_{k,s} per sense where it is one
+        # ("left"), and whether the segments are short enough for the sorted segment sum
+        self._sense_word = words.astype(np.int32)
+        self._edge_sense = senses.astype(np.int32)
+        self._edge_sememe = sememes.astype(np.int32)
+        by_sememe = np.lexsort((senses, sememes))
+        self._sememe_edge_sense = self._edge_sense[by_sememe]
+        self._sememe_edge_sememe = self._edge_sememe[by_sememe]
+        self._sememe_edge_coefficient = self.edge_coefficient[by_sememe]
+        self._sense_coefficient = ((1.0 / edges_per_sense).astype(np.float32)
+                                   if normalization == "left" else None)
+        self._short_words = bool(senses_per_word.max() < _SEQUENTIAL_ROWS)
+        self._short_senses = bool(edges_per_sense.max() < _SEQUENTIAL_ROWS)
+        self._short_sememes = bool(senses_per_sememe.max() < _SEQUENTIAL_ROWS)
 
         self._init_output_embedding(embedding, embedding_dim, V, embedding_dropout)
 
@@ -228,18 +294,19 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         """``hidden [..., H1]`` -> ``[N, H1]`` in the compute dtype (building if needed)."""
         if not self.built:
             self.build(hidden.shape)
-        hidden = tf.cast(hidden, self.compute_dtype)
-        return tf.reshape(hidden, [-1, self.input_dim])
+        hidden = ops.cast(hidden, self.compute_dtype)
+        return ops.reshape(hidden, (-1, self.input_dim))
 
     def _weight(self, variable):
         """``variable`` in the compute dtype, for the products (Keras casts weights only
         inside ``__call__``; the public methods are called directly too)."""
-        return tf.cast(variable, self.compute_dtype)
+        return ops.cast(variable, self.compute_dtype)
 
     def _sememe_logits(self, g):
         """eq. 4 pre-activation ``g^T v_k + b_k``: ``g [N, H1]`` -> ``[N, K]``, float32."""
-        logits = tf.matmul(g, self._weight(self.sememe_kernel)) + self._weight(self.sememe_bias)
-        return tf.cast(logits, tf.float32)
+        logits = (ops.matmul(g, self._weight(self.sememe_kernel))
+                  + self._weight(self.sememe_bias))
+        return ops.cast(logits, "float32")
 
     def _sense_scores_t(self, g, training=False):
         """Sense scores (eq. 8 numerator exponent), transposed: ``g [N, H1]`` -> ``[M, N]``.
@@ -248,36 +315,79 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         bilinear score per basis and word, ``[V, N]``) and ``beta_r[s] = sum_{k in E(s)}
         C_{k,s} alpha_{k,r} q_k`` (the constant sparse ``[M, K]`` matrix of the ``C_{k,s}``
         times the dense ``alpha_{k,r} q_k``, ``[K, N]``): eq. 5-8 with eq. 10 substituted and
-        the sums reordered. One ``[M, N]`` term per basis (``R`` is small) keeps every
-        elementwise op on contiguous ``[M, N]`` tensors. The bilinear scores ``z_r`` are
-        products in the compute dtype; everything after them (``q``, ``alpha``, ``beta``, the
-        scores) is float32.
+        the sums reordered (the sparse product: :meth:`_sparse_product`). One ``[M, N]`` term
+        per basis (``R`` is small) keeps every elementwise op on contiguous ``[M, N]``
+        tensors. The bilinear scores ``z_r`` are products in the compute dtype; everything
+        after them (``q``, ``alpha``, ``beta``, the scores) is float32.
+
+        Under TensorFlow, in ``tf.function``, the layer computes bit for bit what it computed
+        with ``tf.*`` ops before issue 30 (earlier runs resume, evaluate and export
+        unchanged), for three reasons to keep. (1) The sparse product and the gradient of
+        the gather of ``z`` add the same products in the same order as
+        ``tf.sparse.sparse_dense_matmul``, its gradient and ``tf.gather``'s did
+        (:func:`_sum_in_order`). (2) ``X (g^T Q_r)^T``: grappler folds the transpose into
+        the matmul, as ``transpose_b=True`` did. (3) Grappler's arithmetic optimizer sorts
+        the inputs of every ``AddN`` by op name: the sum of the ``R`` terms (it turns the
+        chain of ``+`` into one ``AddN``) and the sums of the gradients that reach ``q``,
+        ``g`` and ``X`` from the ``R`` bases, so their order, hence their last bits, follows
+        the names of the ops that make the terms. The ops named ``mul`` and ``MatMul``
+        (TensorFlow numbers names case-insensitively: ``Mul`` counts) are therefore made in
+        the same number and order as before, and the ops of the sparse product under a name
+        scope of their own. Not kept: with fewer than 16 positions ``N`` the gradient with
+        respect to ``g`` may differ in the last bits (that of ``X (g^T Q_r)^T`` comes out
+        transposed, and oneDNN rounds the small products differently), and so may gradients
+        taken eagerly (the tape adds the ``R`` contributions in another order).
         """
-        R = self.num_bases
         embeddings = self._output_embeddings(training)
-        sense_word = tf.constant(self.sense_word, tf.int32)
-        q_t = tf.transpose(tf.sigmoid(self._sememe_logits(g)))  # [K, N], eq. 4
-        alpha = tf.nn.softmax(tf.cast(self.basis_logits, tf.float32), axis=-1)  # [K, R], eq. 10
-        coefficients = tf.SparseTensor(  # C_{k,s} at [s, k], [M, K]
-            indices=tf.constant(np.stack([self.edge_sense, self.edge_sememe], 1), tf.int64),
-            values=tf.constant(self.edge_coefficient, tf.float32),
-            dense_shape=[self.num_senses, self.num_sememes])
-        terms = []
-        for r in range(R):
-            z = tf.cast(tf.matmul(embeddings, tf.matmul(g, self._weight(self.bases[r])),
-                                  transpose_b=True), tf.float32)  # [V, N]
+        q_t = ops.transpose(ops.sigmoid(self._sememe_logits(g)))  # [K, N], eq. 4
+        alpha = ops.softmax(ops.cast(self.basis_logits, "float32"), axis=-1)  # [K, R], eq. 10
+        scores = None
+        for r in range(self.num_bases):
+            z = ops.cast(ops.matmul(embeddings, ops.transpose(
+                ops.matmul(g, self._weight(self.bases[r])))), "float32")  # [V, N]
             if not self._one_sense_per_word:
-                z = tf.gather(z, sense_word)  # [M, N]
-            beta = tf.sparse.sparse_dense_matmul(coefficients, alpha[:, r:r + 1] * q_t)
-            terms.append(z * beta)
-        scores = tf.add_n(terms)
+                z = _gather_rows(z, self._sense_word, self.vocab_size, self._short_words)
+            expert = alpha[:, r:r + 1] * q_t  # alpha_{k,r} q_k, [K, N]
+            with keras.name_scope("sememe_edges"):  # (3) in the docstring
+                beta = self._sparse_product(expert)  # [M, N]
+            scores = z * beta if scores is None else scores + z * beta
         if self.sense_bias is not None:
-            scores += tf.cast(self.sense_bias, tf.float32)[:, None]
+            scores += ops.cast(self.sense_bias, "float32")[:, None]
         return scores
+
+    def _sparse_product(self, expert):
+        """``beta = C expert``: the sparse ``[M, K]`` matrix of the ``C_{k,s}`` times ``expert
+        [K, N]`` -> ``[M, N]``, the rows of ``expert`` at the edges' sememes (``[E, N]``)
+        times the edges' ``C_{k,s}``, summed per sense; its gradient ``C^T upstream``, the
+        rows of ``upstream [M, N]`` at the edges' senses times the ``C_{k,s}``, summed per
+        sememe. Each sum adds its products one after the other in the order of the edges by
+        sense, then sememe (:func:`_sum_in_order`), so under TensorFlow both are bit for bit
+        those of ``tf.sparse.sparse_dense_matmul`` and of its gradient. Under ``"left"``
+        normalisation ``C_{k,s} = 1/|E(s)|`` scales the rows of ``upstream`` before the
+        gather (the same products, on ``M`` rows instead of ``E``)."""
+        coefficient = ops.convert_to_tensor(self.edge_coefficient[:, None])  # [E, 1]
+
+        @ops.custom_gradient
+        def product(expert):
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream  # PyTorch: the keyword
+                senses = self._sememe_edge_sense
+                if self._sense_coefficient is not None:
+                    scaled = upstream * ops.convert_to_tensor(self._sense_coefficient[:, None])
+                    rows = ops.take(scaled, senses, axis=0)
+                else:
+                    rows = ops.take(upstream, senses, axis=0) * ops.convert_to_tensor(
+                        self._sememe_edge_coefficient[:, None])
+                return _sum_in_order(rows, self._sememe_edge_sememe, self.num_sememes,
+                                     self._short_sememes)
+            rows = ops.take(expert, self._edge_sememe, axis=0) * coefficient
+            return _sum_in_order(rows, self._edge_sense, self.num_senses,
+                                 self._short_senses), grad
+        return product(expert)
 
     def _sense_log_probs_t(self, g):
         """eq. 8: ``log P(s|g)`` transposed, ``[M, N]``."""
-        return tf.nn.log_softmax(self._sense_scores_t(g), axis=0)
+        return ops.log_softmax(self._sense_scores_t(g), axis=0)
 
     def _word_log_probs_t(self, g, training=False):
         """eq. 8-9: ``log P(w|g)`` transposed, ``[V, N]``: the log-sum-exp of the scores of
@@ -286,16 +396,17 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         (eq. 8) and summing a word's senses (eq. 9), but normalises a [V, N] tensor instead
         of log-softmaxing the [M, N] one along its first axis (3x slower on CPU)."""
         scores = self._sense_scores_t(g, training)
-        sense_word = tf.constant(self.sense_word, tf.int32)
-        peak = tf.stop_gradient(tf.math.segment_max(scores, sense_word))  # [V, N]
-        total = tf.math.segment_sum(tf.exp(scores - tf.gather(peak, sense_word)), sense_word)
-        word_scores = tf.math.log(total) + peak
-        return word_scores - tf.reduce_logsumexp(word_scores, axis=0, keepdims=True)
+        peak = ops.stop_gradient(_sorted_segment(ops.segment_max, scores, self._sense_word,
+                                                 self.vocab_size))  # [V, N]
+        total = _sorted_segment(ops.segment_sum,
+                                ops.exp(scores - ops.take(peak, self._sense_word, axis=0)),
+                                self._sense_word, self.vocab_size)
+        word_scores = ops.log(total) + peak
+        return word_scores - ops.logsumexp(word_scores, axis=0, keepdims=True)
 
     def _unflatten(self, values_t, hidden, size):
         """``[size, N]`` -> ``[..., size]`` with the leading dimensions of ``hidden``."""
-        return tf.reshape(tf.transpose(values_t),
-                          tf.concat([tf.shape(hidden)[:-1], [size]], 0))
+        return ops.reshape(ops.transpose(values_t), (*ops.shape(hidden)[:-1], size))
 
     # -------------------------------------------------------------------- public
     def call(self, hidden):
@@ -312,16 +423,19 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         ``hidden.shape`` if needed.
         """
         g = self._flat(hidden)
-        t = tf.reshape(tf.cast(targets, tf.int32), [-1])
+        targets = ops.cast(targets, "int32")
+        t = ops.reshape(targets, (-1,))
+        n = ops.shape(t)[0]
         log_p_t = self._word_log_probs_t(g, training)  # [V, N]
-        picked = tf.gather_nd(log_p_t, tf.stack([t, tf.range(tf.shape(t)[0])], axis=1))
-        return tf.reshape(picked, tf.shape(targets))
+        # element [t_i, i] of the flattened [V, N] (no transposed copy of it)
+        picked = ops.take(ops.reshape(log_p_t, (-1,)), t * n + ops.arange(n, dtype="int32"))
+        return ops.reshape(picked, ops.shape(targets))
 
     def sememe_probs(self, hidden):
         """eq. 4: ``hidden [..., H1]`` -> ``q`` ``[..., K]`` (independent sigmoids)."""
         g = self._flat(hidden)
-        q = tf.sigmoid(self._sememe_logits(g))
-        return tf.reshape(q, tf.concat([tf.shape(hidden)[:-1], [self.num_sememes]], 0))
+        q = ops.sigmoid(self._sememe_logits(g))
+        return ops.reshape(q, (*ops.shape(hidden)[:-1], self.num_sememes))
 
     def sense_log_probs(self, hidden):
         """eq. 8: ``hidden [..., H1]`` -> ``log P(s|g)`` ``[..., M]``."""
@@ -337,10 +451,10 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         score's sign are interchangeable), this is what the model predicts about sememes.
         """
         g = self._flat(hidden)
-        sense_p_t = tf.exp(self._sense_log_probs_t(g))                   # [M, N]
-        carried_t = tf.math.unsorted_segment_sum(
-            tf.gather(sense_p_t, tf.constant(self.edge_sense, tf.int32)),
-            tf.constant(self.edge_sememe, tf.int32), self.num_sememes)   # [K, N]
+        sense_p_t = ops.exp(self._sense_log_probs_t(g))                  # [M, N]
+        carried_t = ops.segment_sum(
+            ops.take(sense_p_t, self._edge_sense, axis=0), self._edge_sememe,
+            num_segments=self.num_sememes, sorted=False)                 # [K, N]
         return self._unflatten(carried_t, hidden, self.num_sememes)
 
     def compute_output_shape(self, input_shape):
