@@ -34,6 +34,16 @@ import tempfile
 from pathlib import Path
 
 
+def backend_env(backend: str, home: Path) -> dict[str, str]:
+    """The environment of a subprocess under Keras backend ``backend`` (fixed when Keras is
+    first imported): the repository on the path, TensorFlow's log quiet, ``home`` as its
+    home directory (Keras writes its config there)."""
+    from tests.conftest import REPO_ROOT
+
+    return {"KERAS_BACKEND": backend, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
+            "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(home)}
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.backend_check", allow_abbrev=False,
                                 description=__doc__.split("\n\n")[0])

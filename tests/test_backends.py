@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.backend_check import backend_env
 from tests.conftest import REPO_ROOT
 from tests.test_keras_reuse import CASES, readme_example
 
@@ -93,8 +94,7 @@ def test_the_readme_functional_example_runs_as_written(backend, tmp_path):
     script = tmp_path / "example.py"
     script.write_text(readme_example() + "\nprint('backend', keras.backend.backend(), "
                       "'steps', int(model.optimizer.iterations.numpy()))\n")
-    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(tmp_path)}
+    env = backend_env(backend, tmp_path)
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -132,8 +132,7 @@ def test_the_gaussian_encoder_draws_from_its_posterior(backend, tmp_path):
     reparameterisation and closed-form KL in keras.ops) theta is a draw mu + sigma * eps from
     q(theta|d) = N(mu, sigma^2), a fresh one each call, and the KL to N(mu_0, sigma_0^2) is
     the closed form."""
-    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(tmp_path)}
+    env = backend_env(backend, tmp_path)
     result = subprocess.run([sys.executable, "-c", DRAWS], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

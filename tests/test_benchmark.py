@@ -11,6 +11,7 @@ import pytest
 from benchmarks.run import main
 from benchmarks.sections.decoders import DECODERS
 from benchmarks.sections.recurrent import cudnn_precision_problem, multiply_adds_per_token
+from tests.backend_check import backend_env
 from tests.conftest import REPO_ROOT
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
@@ -93,8 +94,7 @@ def test_recurrent_and_decoders_tables(capsys):
 def run_under(backend: str, flags: list[str], home: Path) -> subprocess.CompletedProcess:
     """``KERAS_BACKEND=<backend> python -m benchmarks.run FLAGS`` in a process of its own
     (the backend is fixed when Keras is first imported)."""
-    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(home)}
+    env = backend_env(backend, home)
     return subprocess.run([sys.executable, "-m", "benchmarks.run", *flags], cwd=REPO_ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
 
