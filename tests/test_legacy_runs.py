@@ -29,22 +29,30 @@ EXPECTED = json.loads((LEGACY / "expected.json").read_text())
 EXACT = EXPECTED["machine"] == machine()
 
 
-#: The one known departure from bit for bit, by design: issue 28 (item 5) moved Topic-RNN's
-#: KL(q(theta|d) || N(0, I)) from its hand-written closed form to TFP's ``kl_divergence``
-#: (one Gaussian encoder for both topic models). TFP works from log(sigma) and expm1, so the
-#: gradient of the log-variance head rounds differently in the last bits: after the resumed
-#: steps these two weights differ from what the earlier code wrote by at most 4.7e-10
-#: (3.4e-7 relative). Every other weight, and every perplexity and score, is bit for bit.
+#: The known departures from bit for bit, by design. The first: issue 28 (item 5) moved
+#: Topic-RNN's KL(q(theta|d) || N(0, I)) from its hand-written closed form to TFP's
+#: ``kl_divergence`` (one Gaussian encoder for both topic models). TFP works from log(sigma)
+#: and expm1, so the gradient of the log-variance head rounds differently in the last bits:
+#: after the resumed steps these two weights differ from what the earlier code wrote by at
+#: most 4.7e-10 (3.4e-7 relative). Every other Topic-RNN weight, and its perplexity and
+#: scores, is bit for bit.
 ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kernel/"
                          ".ATTRIBUTES/VARIABLE_VALUE",
                          "model/topic_rnn..inference_network..log_variance_bias/"
                          ".ATTRIBUTES/VARIABLE_VALUE"}}
+#: The second, by design too: issue 30 computes the mixture of softmaxes' target logits from
+#: the target's embedding row instead of gathering them from the [T, N, V] logits (1.15x the
+#: training throughput), so their gradients sum in another order. After the resumed steps
+#: every lstm-mos weight differs from what the earlier code wrote by at most 3e-8 (8e-6
+#: relative, on entries near zero): these are held to the cross-machine tolerance below. Its
+#: perplexity and export scores stay bit for bit.
+RESUMED_TO_ROUNDING = {"lstm-mos"}
 
 
-def assert_same(got, want, what: str = "", rounded: bool = False) -> None:
+def assert_same(got, want, what: str = "", rounded: bool = False, exact: bool = EXACT) -> None:
     if rounded:
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=what)
-    elif EXACT:
+    elif exact:
         np.testing.assert_array_equal(got, want, err_msg=what)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=what)
@@ -70,7 +78,8 @@ def test_an_earlier_run_resumes_and_evaluates_as_it_did(tmp_path, name):
     with np.load(LEGACY / "resumed" / f"{name}.npz") as saved:
         assert sorted(saved.files) == sorted(weights)
         for key in saved.files:
-            assert_same(weights[key], saved[key], key, key in ROUNDED.get(name, ()))
+            assert_same(weights[key], saved[key], key, key in ROUNDED.get(name, ()),
+                        exact=EXACT and name not in RESUMED_TO_ROUNDING)
 
 
 @pytest.mark.parametrize("name", EXPORTED)
