@@ -129,10 +129,10 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     (a constant sparse ``[M, K]`` matrix with ``E`` non-zeros times ``alpha_r * q``). Per token
     that costs ``O(R H1 H2 + R H2 V + K H1 + R E + R M)`` multiply-adds, dominated by the
     ``R H2 V`` term, i.e. about ``R`` times a tied full softmax (``H2 V``), and
-    ``O(R (V + M + E) + K)`` activation memory (the sparse product gathers ``E`` rows per
-    basis and position). ``python -m benchmarks.bench_decoders`` measures
-    it beside a tied full softmax (RESULTS.md: 15-19 times its time at the APNEWS vocabulary
-    with WordNet, on 2 CPU cores).
+    ``O(R (V + M) + K)`` activation memory (``O(R (V + M + E) + K)`` off TensorFlow, where
+    the sparse product gathers ``E`` rows per basis and position). ``python -m
+    benchmarks.bench_decoders`` measures it beside a tied full softmax (RESULTS.md: 15-19
+    times its time at the APNEWS vocabulary with WordNet, on 2 CPU cores).
 
     Shapes (``...`` = any leading dimensions, e.g. ``[B]`` or ``[B, L]``):
 
@@ -143,11 +143,13 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     * :meth:`carried_sememe_probs`: ``hidden [..., H1]`` -> ``[..., K]``, the probability
       that the next word's sense carries sememe ``k``.
 
-    Only ``keras.ops`` are used (matmul, take, segment sums), so the layer runs under every
-    Keras backend (TensorFlow, JAX, PyTorch) and, under TensorFlow, inside ``tf.function``
-    and in a ``tf.distribute`` replica context. ``H1`` must be known when the layer is
-    built. The layer computes in its compute dtype; under a mixed-precision policy construct
-    it with ``dtype="float32"``, as usual for an output softmax.
+    It computes with ``keras.ops`` (matmul, take, segment sums), except the sparse product,
+    ``tf.sparse.sparse_dense_matmul`` under TensorFlow (:meth:`_sparse_product`), so the
+    layer runs under every Keras backend (TensorFlow, JAX, PyTorch) and, under TensorFlow,
+    inside ``tf.function`` and in a ``tf.distribute`` replica context. ``H1`` must be known
+    when the layer is built. The layer computes in its compute dtype; under a
+    mixed-precision policy construct it with ``dtype="float32"``, as usual for an output
+    softmax.
 
     Args:
         vocab_size: ``V``.
@@ -243,21 +245,12 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             coefficient = 1.0 / np.sqrt(edges_per_sense[senses] * senses_per_sememe[sememes])
         #: ``C_{k,s}`` of every edge, ``[E]``.
         self.edge_coefficient = coefficient.astype(np.float32)
-        # for the gathers and segment sums (see _sparse_product): int32 indices, the edges
-        # again by sememe, then sense, for the gradient, C_{k,s} per sense where it is one
-        # ("left"), and whether the segments are short enough for the sorted segment sum
+        # for the gathers and segment sums: int32 indices, and whether every word's senses
+        # are few enough for the sorted segment sum (_gather_rows)
         self._sense_word = words.astype(np.int32)
         self._edge_sense = senses.astype(np.int32)
         self._edge_sememe = sememes.astype(np.int32)
-        by_sememe = np.lexsort((senses, sememes))
-        self._sememe_edge_sense = self._edge_sense[by_sememe]
-        self._sememe_edge_sememe = self._edge_sememe[by_sememe]
-        self._sememe_edge_coefficient = self.edge_coefficient[by_sememe]
-        self._sense_coefficient = ((1.0 / edges_per_sense).astype(np.float32)
-                                   if normalization == "left" else None)
         self._short_words = bool(senses_per_word.max() < _SEQUENTIAL_ROWS)
-        self._short_senses = bool(edges_per_sense.max() < _SEQUENTIAL_ROWS)
-        self._short_sememes = bool(senses_per_sememe.max() < _SEQUENTIAL_ROWS)
 
         self._init_output_embedding(embedding, embedding_dim, V, embedding_dropout)
 
@@ -322,18 +315,17 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
 
         Under TensorFlow, in ``tf.function``, the layer computes bit for bit what it computed
         with ``tf.*`` ops before issue 30 (earlier runs resume, evaluate and export
-        unchanged), for three reasons to keep. (1) The sparse product and the gradient of
-        the gather of ``z`` add the same products in the same order as
-        ``tf.sparse.sparse_dense_matmul``, its gradient and ``tf.gather``'s did
-        (:func:`_sum_in_order`). (2) ``X (g^T Q_r)^T``: grappler folds the transpose into
-        the matmul, as ``transpose_b=True`` did. (3) Grappler's arithmetic optimizer sorts
-        the inputs of every ``AddN`` by op name: the sum of the ``R`` terms (it turns the
-        chain of ``+`` into one ``AddN``) and the sums of the gradients that reach ``q``,
-        ``g`` and ``X`` from the ``R`` bases, so their order, hence their last bits, follows
-        the names of the ops that make the terms. The ops named ``mul`` and ``MatMul``
-        (TensorFlow numbers names case-insensitively: ``Mul`` counts) are therefore made in
-        the same number and order as before, and the ops of the sparse product under a name
-        scope of their own. Not kept: with fewer than 16 positions ``N`` the gradient with
+        unchanged), for three reasons to keep. (1) The sparse product is still
+        ``tf.sparse.sparse_dense_matmul``, and the gradient of the gather of ``z`` adds the
+        same products in the same order as ``tf.gather``'s did (:func:`_sum_in_order`).
+        (2) ``X (g^T Q_r)^T``: grappler folds the transpose into the matmul, as
+        ``transpose_b=True`` did. (3) Grappler's arithmetic optimizer sorts the inputs of
+        every ``AddN`` by op name: the sum of the ``R`` terms (it turns the chain of ``+``
+        into one ``AddN``) and the sums of the gradients that reach ``q``, ``g`` and ``X``
+        from the ``R`` bases, so their order, hence their last bits, follows the names of the
+        ops that make the terms. The ops named ``mul`` and ``MatMul`` (TensorFlow numbers
+        names case-insensitively: ``Mul`` counts) are therefore made in the same number and
+        order as before. Not kept: with fewer than 16 positions ``N`` the gradient with
         respect to ``g`` may differ in the last bits (that of ``X (g^T Q_r)^T`` comes out
         transposed, and oneDNN rounds the small products differently), and so may gradients
         taken eagerly (the tape adds the ``R`` contributions in another order).
@@ -348,8 +340,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             if not self._one_sense_per_word:
                 z = _gather_rows(z, self._sense_word, self.vocab_size, self._short_words)
             expert = alpha[:, r:r + 1] * q_t  # alpha_{k,r} q_k, [K, N]
-            with keras.name_scope("sememe_edges"):  # (3) in the docstring
-                beta = self._sparse_product(expert)  # [M, N]
+            beta = self._sparse_product(expert)  # [M, N]
             scores = z * beta if scores is None else scores + z * beta
         if self.sense_bias is not None:
             scores += ops.cast(self.sense_bias, "float32")[:, None]
@@ -357,33 +348,23 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
 
     def _sparse_product(self, expert):
         """``beta = C expert``: the sparse ``[M, K]`` matrix of the ``C_{k,s}`` times ``expert
-        [K, N]`` -> ``[M, N]``, the rows of ``expert`` at the edges' sememes (``[E, N]``)
-        times the edges' ``C_{k,s}``, summed per sense; its gradient ``C^T upstream``, the
-        rows of ``upstream [M, N]`` at the edges' senses times the ``C_{k,s}``, summed per
-        sememe. Each sum adds its products one after the other in the order of the edges by
-        sense, then sememe (:func:`_sum_in_order`), so under TensorFlow both are bit for bit
-        those of ``tf.sparse.sparse_dense_matmul`` and of its gradient. Under ``"left"``
-        normalisation ``C_{k,s} = 1/|E(s)|`` scales the rows of ``upstream`` before the
-        gather (the same products, on ``M`` rows instead of ``E``)."""
-        coefficient = ops.convert_to_tensor(self.edge_coefficient[:, None])  # [E, 1]
+        [K, N]`` -> ``[M, N]``. Under TensorFlow ``tf.sparse.sparse_dense_matmul``, one kernel
+        that forms no ``[E, N]`` intermediate (and, as before issue 30, bit for bit): the
+        sdlm training throughput is 1.15x that of the gather and segment sum below on the
+        CPU. On the other backends ``keras.ops`` has no sparse product: the rows of
+        ``expert`` at the edges' sememes (``[E, N]``) times the edges' ``C_{k,s}``, summed
+        per sense, differentiated by the backend."""
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
 
-        @ops.custom_gradient
-        def product(expert):
-            def grad(*args, upstream=None):
-                upstream = args[0] if upstream is None else upstream  # PyTorch: the keyword
-                senses = self._sememe_edge_sense
-                if self._sense_coefficient is not None:
-                    scaled = upstream * ops.convert_to_tensor(self._sense_coefficient[:, None])
-                    rows = ops.take(scaled, senses, axis=0)
-                else:
-                    rows = ops.take(upstream, senses, axis=0) * ops.convert_to_tensor(
-                        self._sememe_edge_coefficient[:, None])
-                return _sum_in_order(rows, self._sememe_edge_sememe, self.num_sememes,
-                                     self._short_sememes)
-            rows = ops.take(expert, self._edge_sememe, axis=0) * coefficient
-            return _sum_in_order(rows, self._edge_sense, self.num_senses,
-                                 self._short_senses), grad
-        return product(expert)
+            coefficients = tf.SparseTensor(  # C_{k,s} at [s, k], the edges in row-major order
+                indices=np.stack([self.edge_sense, self.edge_sememe], 1),
+                values=self.edge_coefficient, dense_shape=[self.num_senses, self.num_sememes])
+            return tf.sparse.sparse_dense_matmul(coefficients, expert)
+        rows = (ops.take(expert, self._edge_sememe, axis=0)
+                * ops.convert_to_tensor(self.edge_coefficient[:, None]))
+        return ops.segment_sum(rows, self._edge_sense, num_segments=self.num_senses,
+                               sorted=True)
 
     def _sense_log_probs_t(self, g):
         """eq. 8: ``log P(s|g)`` transposed, ``[M, N]``."""
