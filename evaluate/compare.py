@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "converge, e.g. moe=3 (marked in the table)")
     p.add_argument("--ablations", action="store_true",
                    help="also score every topic row's test split with another document's "
-                   "topics (shuffled) and with uniform topics, in a table beside the real "
+                   "topics (shuffled) and with uninformative ones (uniform: 1/T; "
+                   "Topic-RNN's theta at its prior mean 0), in a table beside the real "
                    "ones: a gain that survives shuffled topics is not topical")
     p.add_argument("--runs-dir", type=Path, default=default_runs_dir(),
                    help="where the comparison directory is made (default: $TCNLM_RUNS_DIR or "
@@ -304,8 +305,8 @@ def topic_evaluations(run_dir: Path) -> dict:
 
 
 def ablation_evaluations(run_dir: Path) -> dict[str, float]:
-    """Test perplexity of a topic run with shuffled and with uniform topics
-    (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
+    """Test perplexity of a topic run with shuffled and with uninformative ("uniform")
+    topics (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
     path = RunDirectory(run_dir).ablations
     if path.is_file():
         return json.loads(path.read_text())
@@ -501,7 +502,8 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     ablations = ablation_table(entries)
     if ablations:
         text += ("\nTest perplexity of the topic rows with their own topics, another "
-                 "document's and uniform ones\n\n" + ablations)
+                 "document's and uninformative ones (uniform proportions 1/T; Topic-RNN's "
+                 "theta at its prior mean 0)\n\n" + ablations)
     points = curves({names[key]: metrics for key, metrics in runs.items()})
     png = curves_png(points, f"{args.dataset}: validation perplexity")
     write_text(directory / "comparison.md", text)

@@ -7,7 +7,7 @@ mean and standard deviation over seeds. :func:`table` writes them as Markdown wi
 ratios to the sentence-level LSTM (row ``lstm``) and the document-level LSTM
 (``lstm-document``); :func:`coherence_table` is the TCNLM paper's Table 4 shape (NPMI by topic
 count); :func:`ablation_table` sets each topic row's test perplexity beside the ones with
-another document's and with uniform topics; :func:`curves_png` plots validation perplexity
+another document's and with uninformative topics; :func:`curves_png` plots validation perplexity
 against training tokens for every run.
 """
 from __future__ import annotations
@@ -179,12 +179,12 @@ def coherence_table(entries: dict[tuple, dict]) -> str | None:
 
 def ablation_table(entries: dict[tuple, dict]) -> str | None:
     """Test perplexity (mean over seeds) with the model's own topics, another document's
-    (shuffled) and uniform ones, with each ablation's ratio to the own; None without
-    ablations."""
+    (shuffled) and uninformative ones (``uniform``: proportions 1/T, Topic-RNN's theta at its
+    prior mean 0), with each ablation's ratio to the own; None without ablations."""
     rows = [e for e in entries.values() if e["ablations"]]
     if not rows:
         return None
-    lines = ["| model | own topics | another document's topics | uniform topics |",
+    lines = ["| model | own topics | another document's topics | uninformative topics |",
              "| --- | --- | --- | --- |"]
     for e in rows:
         own = e["test"][0]

@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--topics", choices=("inferred", "shuffled", "uniform"), default="inferred",
                    help="what a topic model's LM is conditioned on: the topics it infers from "
                    "each sentence's document context (default), or an ablation: those of "
-                   "another document of the file (shuffled) or uniform topics 1/T")
+                   "another document of the file (shuffled) or uninformative topics "
+                   "(uniform: proportions 1/T; Topic-RNN's theta at its prior mean 0)")
     args = p.parse_args(argv)
     from tcnlm_tf.evaluation import corpus_nll
     from tcnlm_tf.metrics import perplexity

@@ -28,7 +28,8 @@ from tcnlm_tf.runs import Run, encode_documents
 
 #: what the LM is conditioned on at evaluation: the topics the model infers from each
 #: sentence's context (the run's protocol), or an ablation: another document's (shuffled) or
-#: uniform topics
+#: uninformative topics ("uniform": proportions 1/T, Topic-RNN's theta at its prior mean 0;
+#: ``TopicModel.uninformative_topics``)
 TOPIC_SOURCES = ("inferred", pipeline.SHUFFLED, "uniform")
 
 
@@ -43,11 +44,11 @@ def _check_topic_source(run: Run, topics: str) -> None:
                         f"words; --model {model} does not")
 
 
-def uniform_context(run: Run, batch: dict[str, tf.Tensor]) -> Context:
-    """The context of uniform topic proportions 1/T for every example of ``batch``."""
-    rows = tf.shape(batch["inputs"])[0]
-    topics = tf.fill([rows, run.model.num_topics], 1.0 / run.model.num_topics)
-    return run.model.topic_context(topics)
+def uninformative_context(run: Run, batch: dict[str, tf.Tensor]) -> Context:
+    """The context of the model's uninformative topics (uniform proportions 1/T; see
+    ``TopicModel.uninformative_topics``) for every example of ``batch``."""
+    return run.model.topic_context(
+        run.model.uninformative_topics(tf.shape(batch["inputs"])[0]))
 
 
 def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = None,
@@ -64,7 +65,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else None)
     if topics == "uniform":
         terms = tf.function(lambda batch, state: run.model.loss_terms(
-            batch, False, state, context=uniform_context(run, batch)), reduce_retracing=True)
+            batch, False, state, context=uninformative_context(run, batch)), reduce_retracing=True)
     else:
         terms = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
                             reduce_retracing=True)

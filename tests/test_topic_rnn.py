@@ -216,6 +216,25 @@ def test_topic_context_uses_the_topic_vector_as_theta(model):
     np.testing.assert_allclose(infer.sum(-1), 1.0, atol=1e-6)
 
 
+def test_uninformative_topics_are_the_prior_mean_and_drop_the_topic_term():
+    """The ``uniform`` ablation's theta is 0, the mean of the prior: the model then scores as
+    with its topic matrix B zeroed, whatever the document. Uniform proportions 1/K (what
+    the ablation used before) would not: they add the mean column of B to the logits."""
+    model = make_model()
+    theta = model.uninformative_topics(tf.constant(len(INPUTS)))
+    np.testing.assert_array_equal(theta.numpy(), np.zeros((len(INPUTS), K)))
+
+    def scores(m, topics=None):
+        context = None if topics is None else m.topic_context(topics)
+        return m(batch(), context=context).target_log_probs.numpy()
+
+    without_b = make_model()
+    without_b.softmax.topic_kernel.assign(tf.zeros_like(without_b.softmax.topic_kernel))
+    np.testing.assert_allclose(scores(model, theta), scores(without_b), rtol=1e-6)
+    uniform = tf.fill([len(INPUTS), K], 1.0 / K)
+    assert np.abs(scores(model, uniform) - scores(without_b)).max() > 1e-3
+
+
 def test_stop_word_mask_marks_stop_words_non_topic_tokens_eos_and_pad_not_unk():
     words = ["<pad>", "<unk>", "<eos>", "the", "election", "of", "senate", '"', ".", "1995",
              "'s", "n't", "u.s.", "four-year"]

@@ -250,7 +250,9 @@ class TopicModel:
     context fields; :meth:`topic_word` every topic as a distribution over the words of
     ``topic_vocabulary`` (``"topic"``: the topic-model vocabulary, ``"lm"``: the LM
     vocabulary); :meth:`topic_context` the context that conditions the LM on a given topic
-    vector (a one-hot row for one topic, as both papers generate from a topic)."""
+    vector (a one-hot row for one topic, as both papers generate from a topic);
+    :meth:`uninformative_topics` the topic vector that says nothing about a document (the
+    ``uniform`` ablation)."""
 
     num_topics: int
     topic_vocabulary: str = "topic"
@@ -267,6 +269,12 @@ class TopicModel:
     def topic_context(self, topics: tf.Tensor) -> Context:
         """The context for topic proportions ``topics`` [B, T]."""
         raise NotImplementedError
+
+    def uninformative_topics(self, rows: tf.Tensor) -> tf.Tensor:
+        """``rows`` copies of the topic vector that carries no information about a document,
+        [rows, T]: uniform proportions 1/T for models whose topic vector is a distribution
+        over topics."""
+        return tf.fill([rows, self.num_topics], 1.0 / self.num_topics)
 
 
 def has_topics(model: Any) -> bool:

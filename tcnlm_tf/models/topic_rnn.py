@@ -281,3 +281,10 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
         """theta = ``topics`` [B, K]: a one-hot row for topic k adds column k of B to the
         non-stop-word logits, a mixture t adds B t."""
         return Context({"theta": tf.cast(topics, tf.float32)})
+
+    def uninformative_topics(self, rows) -> tf.Tensor:
+        """theta = 0 [rows, K], the mean of its prior N(0, I): the topic term B theta of the
+        logits vanishes, so the LM predicts from h alone. (theta is not a distribution over
+        topics: uniform proportions 1/K would add the mean of B's columns to every
+        non-stop-word logit, a bias the model never saw in training.)"""
+        return tf.zeros([rows, self.num_topics])
