@@ -1,0 +1,163 @@
+"""``python -m evaluate.protocols``: one comparison's rows under both context protocols, side
+by side, from the records of two ``evaluate.compare`` runs (``--record-dir``).
+
+The papers condition each sentence on the rest of its document, later sentences included
+(``--context rest``); the 2023 re-evaluation (Zheng, Vafa and Blei, TMLR) lets a model read
+only the text before the sentence (``--context preceding``), as a document-level LSTM does.
+``--rest DIR`` holds the records of the comparison under ``rest``; ``--preceding DIR`` those
+of the same comparison (same corpus, preset, topic count, seed, stopping rule and flags) run
+with ``-- --context preceding``, which needs only the rows whose runs that flag changes: the
+models that read their document's text (a context field of kind ``document``,
+:data:`tcnlm_tf.pipeline.CONTEXT_FIELDS`). The others (the LSTMs, LCLM, which reads only
+preceding sentences) are the same under both protocols and come from ``--rest``.
+
+The table gives each row's test perplexity under each protocol as a ratio to the
+document-level LSTM (row ``lstm-document``, which must be in ``--rest``), and writes it to
+``--output`` (default: ``protocols.md`` in ``--preceding``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tcnlm_tf.corpus import write_text
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: the comparison's settings file in a record directory (evaluate.compare's SETTINGS_FILE)
+SETTINGS = "compare.json"
+#: the row every ratio is to
+BASELINE = "lstm-document"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m evaluate.protocols", description=__doc__.split(": ", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+        epilog="example: python -m evaluate.protocols --rest results/i26-apnews "
+               "--preceding results/i31-apnews-preceding")
+    p.add_argument("--rest", type=Path, required=True,
+                   help="record directory of the comparison under --context rest (every row)")
+    p.add_argument("--preceding", type=Path, required=True,
+                   help="record directory of the same comparison run with -- --context "
+                        "preceding (the rows that read their document's text)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="where the Markdown table goes (default: PRECEDING/protocols.md)")
+    return p
+
+
+def reads_document(model: str) -> bool:
+    """Whether ``--context`` changes the runs of ``model``: one of its context fields is made
+    of its document's text (kind ``document``)."""
+    from tcnlm_tf.models.registry import spec_of
+    from tcnlm_tf.pipeline import CONTEXT_FIELDS
+
+    return any(CONTEXT_FIELDS[field].kind == "document"
+               for field in spec_of(model).model_class().context_inputs)
+
+
+def settings(directory: Path, what: str) -> dict:
+    path = directory / SETTINGS
+    if not path.is_file():
+        raise UserError(f"{what} {directory}: no {SETTINGS} there; give the --record-dir of "
+                        "an `evaluate.compare` run")
+    found = json.loads(path.read_text())
+    args = found.get("train_args", [])
+    context = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--context"]
+    found["train_args"] = [a for i, a in enumerate(args)
+                           if a != "--context" and (i == 0 or args[i - 1] != "--context")]
+    found["context"] = context[-1] if context else "rest"
+    return found
+
+
+def row_order(name: str) -> tuple[int, str]:
+    """Run names in the comparison's row order (``lstm``, ``lstm-document``, ``tcnlm``, ...;
+    a run name is its row, then suffixes such as ``-T100``)."""
+    from tcnlm_tf.models.registry import compare_rows
+
+    rows = list(compare_rows())
+    matches = [row for row in rows if name == row or name.startswith(row + "-")]
+    return (rows.index(max(matches, key=len)) if matches else len(rows), name)
+
+
+def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
+    """Each finished run's record in ``directory`` by run name, in row order: its metrics,
+    with the protocol it was trained under checked against ``protocol`` where it reads its
+    document."""
+    found = {}
+    paths = directory.glob("*/metrics.json")
+    for path in sorted(paths, key=lambda p: row_order(p.parent.name)):
+        metrics = json.loads(path.read_text())
+        if "test_perplexity" not in metrics:
+            continue
+        config = path.parent / "config.json"
+        trained = (json.loads(config.read_text())["data"].get("context", "rest")
+                   if config.is_file() else protocol)
+        if reads_document(metrics["model"]) and trained != protocol:
+            raise UserError(f"{what} {path.parent}: trained with --context {trained}, not "
+                            f"{protocol}; give the records of the {protocol} comparison")
+        found[path.parent.name] = metrics
+    if not found:
+        raise UserError(f"{what} {directory}: no finished run's record (*/metrics.json)")
+    return found
+
+
+def table(rest: dict[str, dict], preceding: dict[str, dict]) -> str:
+    """The Markdown table: the rows that read their document under both protocols, then the
+    rows the protocol does not change."""
+    if BASELINE not in rest:
+        raise UserError(f"--rest has no record of the document-level LSTM ({BASELINE}), "
+                        "the baseline of every ratio; add that row to its comparison")
+    base = rest[BASELINE]["test_perplexity"]
+
+    def cell(metrics: dict | None) -> str:
+        if metrics is None:
+            return "not run | -"
+        ppl = metrics["test_perplexity"]
+        return f"{ppl:.2f} | {ppl / base:.3f}"
+
+    lines = ["| row | test ppl, rest | / document LSTM | test ppl, preceding | "
+             "/ document LSTM | preceding / rest |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, metrics in rest.items():
+        if reads_document(metrics["model"]):
+            other = preceding.get(name)
+            change = ("-" if other is None else
+                      f"{other['test_perplexity'] / metrics['test_perplexity']:.3f}")
+            lines.append(f"| {name} | {cell(metrics)} | {cell(other)} | {change} |")
+    for name, metrics in preceding.items():
+        if name not in rest and reads_document(metrics["model"]):
+            lines.append(f"| {name} | not run | - | {cell(metrics)} | - |")
+    shared = [(name, m) for name, m in rest.items() if not reads_document(m["model"])]
+    lines += ["", "The rows that read no document text (the same under both protocols; "
+              "from --rest):", "", "| row | test ppl | / document LSTM |", "| --- | --- | --- |"]
+    lines += [f"| {name} | {cell(m)} |" for name, m in shared]
+    return "\n".join(lines) + "\n"
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> str:
+    args = build_parser().parse_args(argv)
+    rest, preceding = settings(args.rest, "--rest"), settings(args.preceding, "--preceding")
+    if preceding["context"] != "preceding" or rest["context"] != "rest":
+        raise UserError(f"--rest was run with --context {rest['context']} and --preceding "
+                        f"with --context {preceding['context']}; give the rest comparison's "
+                        "records first and the preceding one's second")
+    differ = sorted(k for k in rest.keys() | preceding.keys()    # data_dir: where, not what
+                    if k not in ("context", "data_dir") and rest.get(k) != preceding.get(k))
+    if differ:
+        raise UserError(f"--rest and --preceding differ in {', '.join(differ)} besides "
+                        "--context; the protocols compare only the same comparison")
+    text = ("Test perplexity under the papers' protocol (--context rest: the document minus "
+            "the sentence) and the causal one (--context preceding: the text before the "
+            f"sentence), as ratios to the document-level LSTM; records from {args.rest} and "
+            f"{args.preceding}\n\n"
+            + table(records(args.rest, "rest", "--rest"),
+                    records(args.preceding, "preceding", "--preceding")))
+    output = args.output or args.preceding / "protocols.md"
+    write_text(output, text)
+    print(text + f"\nwritten to {output}")
+    return text
+
+
+if __name__ == "__main__":
+    main()

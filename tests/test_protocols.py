@@ -1,0 +1,87 @@
+"""``evaluate.protocols``: both context protocols side by side, from hand-made records of two
+comparisons (no training): the rows that read their document under both, the others once,
+every ratio to the document-level LSTM, and one-line errors for records that do not belong
+together."""
+import json
+
+import pytest
+
+from evaluate.protocols import main, reads_document
+
+SETTINGS = {"dataset": "apnews", "data_dir": "/data", "preset": "small", "num_topics": 50,
+            "seed": 0, "max_epochs": 30, "patience": 2,
+            "train_args": ["--topic-min-docs", "10"]}
+
+
+def write_records(directory, rows, context, settings=SETTINGS):
+    """``rows``: run name -> (model, test perplexity); each record trained under
+    ``context``."""
+    directory.mkdir(parents=True)
+    args = dict(settings)
+    if context == "preceding":
+        args["train_args"] = settings["train_args"] + ["--context", "preceding"]
+    (directory / "compare.json").write_text(json.dumps(args))
+    for name, (model, test) in rows.items():
+        (directory / name).mkdir()
+        (directory / name / "metrics.json").write_text(
+            json.dumps({"model": model, "test_perplexity": test}))
+        (directory / name / "config.json").write_text(json.dumps({"data": {"context": context}}))
+    return directory
+
+
+@pytest.fixture
+def comparisons(tmp_path):
+    rest = write_records(tmp_path / "rest", {
+        "lstm": ("lstm", 72.0), "lstm-document": ("lstm", 64.0), "lclm": ("lclm", 80.0),
+        "tcnlm": ("tcnlm", 60.0), "tdlm": ("tdlm", 68.0)}, "rest")
+    preceding = write_records(tmp_path / "preceding", {
+        "tcnlm": ("tcnlm", 72.0), "topic_rnn": ("topic_rnn", 70.4)}, "preceding")
+    return rest, preceding
+
+
+def test_which_models_the_protocol_changes():
+    assert all(reads_document(m) for m in ("tcnlm", "moe", "tdlm", "lda_lstm", "topic_rnn"))
+    assert not any(reads_document(m) for m in ("lstm", "lclm", "sdlm"))
+
+
+def test_both_protocols_side_by_side_as_ratios_to_the_document_lstm(comparisons):
+    rest, preceding = comparisons
+    text = main(["--rest", str(rest), "--preceding", str(preceding)])
+    lines = text.splitlines()
+    assert "| tcnlm | 60.00 | 0.938 | 72.00 | 1.125 | 1.200 |" in lines
+    assert "| tdlm | 68.00 | 1.062 | not run | - | - |" in lines
+    assert "| topic_rnn | not run | - | 70.40 | 1.100 | - |" in lines
+    shared = lines[lines.index("| row | test ppl | / document LSTM |"):]
+    assert shared[2:] == ["| lstm | 72.00 | 1.125 |", "| lstm-document | 64.00 | 1.000 |",
+                          "| lclm | 80.00 | 1.250 |"]
+    assert not any(line.startswith(("| lstm |", "| lclm |")) for line in
+                   lines[:lines.index("| row | test ppl | / document LSTM |")])
+    assert (preceding / "protocols.md").read_text() == text
+
+
+@pytest.mark.parametrize("change, message", [
+    ("swap", "give the rest comparison's records first"),
+    ("seed", "differ in seed besides --context"),
+    ("no baseline", "no record of the document-level LSTM (lstm-document)"),
+    ("wrong context", "trained with --context rest, not preceding"),
+])
+def test_records_that_do_not_belong_together_are_one_line_errors(comparisons, tmp_path,
+                                                                 capsys, change, message):
+    rest, preceding = comparisons
+    argv = ["--rest", str(rest), "--preceding", str(preceding)]
+    if change == "swap":
+        argv = ["--rest", str(preceding), "--preceding", str(rest)]
+    elif change == "seed":
+        write_records(tmp_path / "seed1", {"tcnlm": ("tcnlm", 70.0)}, "preceding",
+                      dict(SETTINGS, seed=1))
+        argv[3] = str(tmp_path / "seed1")
+    elif change == "no baseline":
+        (rest / "lstm-document" / "metrics.json").unlink()
+    else:
+        (preceding / "tcnlm" / "config.json").write_text(json.dumps({"data": {"context":
+                                                                              "rest"}}))
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
