@@ -25,8 +25,9 @@ Each run is one ``python -m train.run`` in ``<runs-dir>/<name>/<run>/`` (``<run>
 then ``-T<T>``, ``-seed<S>``, ``-lr<LR>`` where the comparison has several). A run that
 already has its test perplexity is reused, one that stopped early is resumed from its
 checkpoint: an interrupted comparison continues where it stopped when the same command is
-run again. The same command with a larger ``--max-epochs`` (the one setting of a comparison
-that may change, and only upwards) continues the rows that stopped on the old epoch cap.
+run again. The same command with a larger ``--max-epochs`` (a setting of a comparison that
+may change, only upwards) continues the rows that stopped on the old epoch cap; rows may join
+with a ``--fixed-budget`` of their own while none of their runs exists.
 For the topic models the command also writes their top words (``topics.txt``) and NPMI
 coherence (``coherence.json``, reference: the training split, window 20). The
 table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
@@ -169,17 +170,29 @@ def parse_rows(text: str) -> list[str]:
     return rows
 
 
-def check_settings(directory: Path, settings: dict) -> None:
+def check_settings(directory: Path, settings: dict,
+                   runs_of: Callable[[str], list[str]] = lambda row: []) -> None:
     """Refuses to mix runs made with different settings in one comparison directory; only
-    ``max_epochs`` may grow (the rows that stopped on the old cap then train on)."""
+    ``max_epochs`` may grow (the rows that stopped on the old cap then train on), and
+    ``fixed_budget`` may gain rows none of whose runs (``runs_of(row)``: their names) is in
+    ``directory`` yet (a row added to the comparison at a fixed budget)."""
     path = directory / SETTINGS_FILE
     if path.is_file():
         saved = json.loads(path.read_text())
         changed = sorted(k for k in settings.keys() | saved.keys()
-                         if saved.get(k) != settings.get(k) and k != "max_epochs")
+                         if saved.get(k) != settings.get(k)
+                         and k not in ("max_epochs", "fixed_budget"))
         if changed:
             raise UserError(f"{directory} holds a comparison made with other settings "
                             f"({', '.join(changed)} differ); use --name for a new one")
+        old, new = saved.get("fixed_budget", {}), settings.get("fixed_budget", {})
+        altered = sorted(row for row in old.keys() | new.keys() if old.get(row) != new.get(row)
+                         and (row in old or any((directory / name).exists()
+                                                for name in runs_of(row))))
+        if altered:
+            raise UserError(f"{directory} holds runs of {', '.join(altered)} under another "
+                            "--fixed-budget; give the same budgets as before (a new row may "
+                            "get one), or use --name for a new one")
         if settings.get("max_epochs", 0) < saved.get("max_epochs", 0):
             raise UserError(f"{directory} holds a comparison with --max-epochs "
                             f"{saved['max_epochs']}; it can grow, not shrink: give at least "
@@ -542,12 +555,13 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
             raise UserError("--commit-records needs --record-dir (where the records go)")
         record_dir.mkdir(parents=True, exist_ok=True)
         git_toplevel(record_dir)
-    check_settings(directory, settings(args))
-    if record_dir is not None:
-        check_settings(record_dir, settings(args))
     keys = run_keys(rows, args)
     names = {key: key.name(len(args.num_topics), len(args.seeds), len(args.learning_rates))
              for key in keys}
+    runs_of = lambda row: [names[key] for key in keys if key.row == row]  # noqa: E731
+    check_settings(directory, settings(args), runs_of)
+    if record_dir is not None:
+        check_settings(record_dir, settings(args), runs_of)
     commands = {}
     for key in keys:
         name = names[key]

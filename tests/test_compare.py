@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from evaluate.compare import main as compare
+from tcnlm_tf.errors import UserError
 from tests.test_evaluate import TINY
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
@@ -76,6 +77,28 @@ def test_changed_settings_are_refused(comparison):
     with pytest.raises(SystemExit) as exit_info:
         compare(tiny_args(root, "--jobs", "2", "--seed", "3"))
     assert exit_info.value.code == 2
+
+
+def test_a_row_without_runs_may_join_at_a_fixed_budget_but_no_budget_changes(tmp_path):
+    """A comparison may gain a --fixed-budget row none of whose runs exists yet (issue 26
+    adds its fixed-budget rows last); a budget of a row that has runs, or one given before,
+    may not change."""
+    from evaluate.compare import SETTINGS_FILE, check_settings
+
+    base = {"dataset": "apnews", "max_epochs": 30}
+    check_settings(tmp_path, base)
+    (tmp_path / "lstm").mkdir()
+    runs_of = lambda row: [row, f"{row}-seed1"]  # noqa: E731
+    check_settings(tmp_path, dict(base, fixed_budget={"moe": 10}), runs_of)
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text())["fixed_budget"] == {"moe": 10}
+    (tmp_path / "moe-seed1").mkdir()
+    for budget, row in (({"moe": 5}, "moe"), ({}, "moe"), ({"moe": 10, "lstm": 3}, "lstm")):
+        with pytest.raises(UserError, match=f"holds runs of {row} under another --fixed-budget"):
+            check_settings(tmp_path, dict(base, fixed_budget=budget), runs_of)
+    check_settings(tmp_path, dict(base, fixed_budget={"moe": 10, "sdlm": 10}), runs_of)
+    with pytest.raises(UserError, match="other settings"):
+        check_settings(tmp_path, dict(base, dataset="synthetic", fixed_budget={"moe": 10,
+                                                                                "sdlm": 10}))
 
 
 def test_a_larger_max_epochs_trains_on_the_rows_stopped_on_the_cap(tmp_path, capfd):
