@@ -261,12 +261,25 @@ def row_command(row: str, run: str, directory: Path, shared: list[str], epochs: 
     return command + shared + flags + epochs + train_args
 
 
-def child_environment() -> dict[str, str]:
+#: TensorFlow's thread-pool sizes (read from the environment when it starts)
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def child_environment(jobs: int = 1) -> dict[str, str]:
     """The rows' environment: this one, with this project first on ``PYTHONPATH``, so that
     ``python -m train.run`` is this project's trainer from whatever directory the comparison
-    was started in (its relative paths stay relative to that directory)."""
+    was started in (its relative paths stay relative to that directory). With several
+    ``jobs`` each run's TensorFlow thread pools get an equal share of the CPUs this process
+    may use, unless the environment sizes them already: every TensorFlow process otherwise
+    sizes its pools to all of them, and two runs on 2 cores then trained 8-10 % slower
+    (RESULTS.md, issue 26)."""
     paths = [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    if jobs > 1 and not any(name in os.environ for name in THREAD_VARIABLES):
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        env.update({name: str(max(1, cpus // jobs)) for name in THREAD_VARIABLES})
+    return env
 
 
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
@@ -286,7 +299,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
             return False
         return True
 
-    env = child_environment()
+    env = child_environment(jobs)
     if jobs == 1:
         return [row for row, command in commands.items()
                 if subprocess.run(command, env=env).returncode or not succeeded(row)]

@@ -79,6 +79,20 @@ def test_changed_settings_are_refused(comparison):
     assert exit_info.value.code == 2
 
 
+def test_parallel_runs_share_the_cpus_unless_the_environment_says_otherwise(monkeypatch):
+    from evaluate.compare import THREAD_VARIABLES, child_environment
+
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4})
+    assert not set(THREAD_VARIABLES) & set(child_environment(1))
+    assert [child_environment(2)[name] for name in THREAD_VARIABLES] == ["2", "2"]
+    assert [child_environment(8)[name] for name in THREAD_VARIABLES] == ["1", "1"]
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "3")
+    env = child_environment(2)
+    assert env["TF_NUM_INTRAOP_THREADS"] == "3" and "TF_NUM_INTEROP_THREADS" not in env
+
+
 def test_a_row_without_runs_may_join_at_a_fixed_budget_but_no_budget_changes(tmp_path):
     """A comparison may gain a --fixed-budget row none of whose runs exists yet (issue 26
     adds its fixed-budget rows last); a budget of a row that has runs, or one given before,
