@@ -43,3 +43,13 @@ def split_file(run, split: str) -> Path:
     """The run's own corpus file for ``split`` (the synthetic corpus is regenerated if needed)."""
     from tcnlm_tf.data import source_dir
     return source_dir(run.config.data) / f"{split}.txt"
+
+
+def row_order(name: str) -> tuple[int, str]:
+    """Run names in the comparison's row order (``lstm``, ``lstm-document``, ``tcnlm``, ...;
+    a run name is its row, then suffixes such as ``-T100``)."""
+    from tcnlm_tf.models.registry import compare_rows
+
+    rows = list(compare_rows())
+    matches = [row for row in rows if name == row or name.startswith(row + "-")]
+    return (rows.index(max(matches, key=len)) if matches else len(rows), name)

@@ -21,6 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
+from evaluate.common import row_order
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
@@ -68,16 +69,6 @@ def settings(directory: Path, what: str) -> dict:
                            if a != "--context" and (i == 0 or args[i - 1] != "--context")]
     found["context"] = context[-1] if context else "rest"
     return found
-
-
-def row_order(name: str) -> tuple[int, str]:
-    """Run names in the comparison's row order (``lstm``, ``lstm-document``, ``tcnlm``, ...;
-    a run name is its row, then suffixes such as ``-T100``)."""
-    from tcnlm_tf.models.registry import compare_rows
-
-    rows = list(compare_rows())
-    matches = [row for row in rows if name == row or name.startswith(row + "-")]
-    return (rows.index(max(matches, key=len)) if matches else len(rows), name)
 
 
 def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:

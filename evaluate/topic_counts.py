@@ -1,0 +1,131 @@
+"""``python -m evaluate.topic_counts --records DIR [DIR ...]``: topic coherence by topic count
+(the shape of the TCNLM paper's Table 4 and the TDLM paper's Table 4) from the records of
+one or more ``evaluate.compare`` runs (``--record-dir``), with test perplexity beside it.
+
+A comparison with several ``--num-topics`` writes an NPMI-by-T table itself; this command
+joins comparisons made at different topic counts instead (e.g. the converged table's
+50-topic rows and a later comparison at 100 and 150), so no row is trained twice. Each
+(row, T) is one line: NPMI of the top 5/10/15/20 words, their mean (window and reference
+corpus as recorded; ``evaluate.coherence``), and the test perplexity. Records that disagree
+on the coherence reference or window, or whose comparisons differ in more than the topic
+count, are refused in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from evaluate.common import row_order
+from tcnlm_tf.corpus import write_text
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+SETTINGS = "compare.json"
+#: the top-N sizes of the papers' coherence (both average top 5/10/15/20)
+TOP_NS = ("5", "10", "15", "20")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m evaluate.topic_counts", description=__doc__.split(": ", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+        epilog="example: python -m evaluate.topic_counts --records results/i26-apnews "
+               "results/i31-apnews-topics --rows tcnlm,tdlm")
+    p.add_argument("--records", type=Path, nargs="+", required=True,
+                   help="record directories of evaluate.compare runs (--record-dir)")
+    p.add_argument("--rows", default=None,
+                   help="comma-separated rows to keep, e.g. tcnlm,tdlm (default: every row "
+                        "with topics)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="where the Markdown table goes (default: print only)")
+    return p
+
+
+def comparison_settings(directory: Path) -> dict:
+    """The comparison's settings without its topic counts (what must agree)."""
+    path = directory / SETTINGS
+    if not path.is_file():
+        raise UserError(f"--records {directory}: no {SETTINGS} there; give the --record-dir "
+                        "of an `evaluate.compare` run")
+    settings = json.loads(path.read_text())
+    settings.pop("num_topics", None)
+    settings.pop("data_dir", None)       # where the corpus was, not which
+    settings.pop("fixed_budget", None)   # rows without topics may join at a budget
+    return settings
+
+
+def entries(directory: Path) -> list[dict]:
+    """One entry per finished topic run recorded in ``directory``: its row (the run name
+    without its ``-T<T>`` and later suffixes), T, NPMI and test perplexity."""
+    found = []
+    for path in sorted(directory.glob("*/metrics.json")):
+        metrics = json.loads(path.read_text())
+        coherence = metrics.get("coherence")
+        if "test_perplexity" not in metrics or not coherence:
+            continue
+        config = json.loads((path.parent / "config.json").read_text())
+        topics = config["model"]["options"]["num_topics"]
+        found.append({"row": re.sub(r"-T\d+(-.*)?$|-(seed|lr).*$", "", path.parent.name),
+                      "topics": int(topics), "coherence": coherence,
+                      "test": metrics["test_perplexity"], "where": path.parent})
+    return found
+
+
+def table(found: list[dict]) -> str:
+    """The Markdown table, by row and topic count; a (row, T) recorded twice is an error."""
+    seen = {}
+    for e in found:
+        key = (e["row"], e["topics"])
+        if key in seen:
+            raise UserError(f"{e['row']} at T = {e['topics']} is recorded twice ({seen[key]} "
+                            f"and {e['where']}); give each topic count once")
+        seen[key] = e["where"]
+    lines = ["| model | T | " + " | ".join(f"NPMI top-{n}" for n in TOP_NS)
+             + " | NPMI mean | test ppl |", "| --- | --- |" + " --- |" * (len(TOP_NS) + 2)]
+    for e in sorted(found, key=lambda e: (row_order(e["row"]), e["topics"])):
+        cells = [f"{e['coherence']['per_n'][n]:.4f}" for n in TOP_NS]
+        lines.append(f"| {e['row']} | {e['topics']} | " + " | ".join(cells)
+                     + f" | {e['coherence']['mean']:.4f} | {e['test']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> str:
+    args = build_parser().parse_args(argv)
+    first = comparison_settings(args.records[0])
+    for directory in args.records[1:]:
+        other = comparison_settings(directory)
+        differ = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
+        if differ:
+            raise UserError(f"--records {args.records[0]} and {directory} differ in "
+                            f"{', '.join(differ)}, not only in the topic count")
+    found = [e for directory in args.records for e in entries(directory)]
+    if args.rows:
+        keep = [r.strip() for r in args.rows.split(",") if r.strip()]
+        found = [e for e in found if e["row"] in keep]
+    if not found:
+        raise UserError(f"no finished topic run with a coherence record in "
+                        f"{', '.join(map(str, args.records))}"
+                        + (f" for --rows {args.rows}" if args.rows else ""))
+    # the reference file by its corpus folder and name: records keep the path as given,
+    # relative to where each run was started
+    references = {(Path(e["coherence"].get("reference", "")).parts[-2:],
+                   e["coherence"].get("window")) for e in found}
+    if len(references) > 1:
+        raise UserError("the records' NPMI comes from different reference corpora or windows "
+                        f"({sorted(map(str, references))}); recompute it with one "
+                        "(`evaluate.coherence --reference ... --window ...`)")
+    parts, window = references.pop()
+    reference = "/".join(parts)
+    text = (f"NPMI of the top words (reference {reference}, window {window}) and test "
+            f"perplexity by topic count; records from {', '.join(map(str, args.records))}"
+            "\n\n" + table(found))
+    if args.output:
+        write_text(args.output, text)
+    print(text + (f"\nwritten to {args.output}" if args.output else ""))
+    return text
+
+
+if __name__ == "__main__":
+    main()
