@@ -22,11 +22,10 @@ import json
 from pathlib import Path
 
 from evaluate.common import row_order
+from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
-#: the comparison's settings file in a record directory (evaluate.compare's SETTINGS_FILE)
-SETTINGS = "compare.json"
 #: the row every ratio is to
 BASELINE = "lstm-document"
 
@@ -58,17 +57,22 @@ def reads_document(model: str) -> bool:
 
 
 def settings(directory: Path, what: str) -> dict:
-    path = directory / SETTINGS
+    """The settings of the comparison recorded in ``directory``, its ``--context`` (``rest``
+    when its ``train.run`` flags give none) taken out of its flags into ``context``."""
+    path = directory / SETTINGS_FILE
     if not path.is_file():
-        raise UserError(f"{what} {directory}: no {SETTINGS} there; give the --record-dir of "
-                        "an `evaluate.compare` run")
+        raise UserError(f"{what} {directory}: no {SETTINGS_FILE} there; give the --record-dir "
+                        "of an `evaluate.compare` run")
     found = json.loads(path.read_text())
-    args = found.get("train_args", [])
-    context = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--context"]
-    found["train_args"] = [a for i, a in enumerate(args)
-                           if a != "--context" and (i == 0 or args[i - 1] != "--context")]
-    found["context"] = context[-1] if context else "rest"
-    return found
+    context, kept, flags = "rest", [], iter(found.get("train_args", []))
+    for flag in flags:
+        if flag == "--context":
+            context = next(flags, context)
+        elif flag.startswith("--context="):
+            context = flag.split("=", 1)[1]
+        else:
+            kept.append(flag)
+    return {**found, "train_args": kept, "context": context}
 
 
 def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:

@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 
 from evaluate.common import row_order
+from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
-SETTINGS = "compare.json"
 #: the top-N sizes of the papers' coherence (both average top 5/10/15/20)
 TOP_NS = ("5", "10", "15", "20")
 
@@ -44,10 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def comparison_settings(directory: Path) -> dict:
     """The comparison's settings without its topic counts (what must agree)."""
-    path = directory / SETTINGS
+    path = directory / SETTINGS_FILE
     if not path.is_file():
-        raise UserError(f"--records {directory}: no {SETTINGS} there; give the --record-dir "
-                        "of an `evaluate.compare` run")
+        raise UserError(f"--records {directory}: no {SETTINGS_FILE} there; give the "
+                        "--record-dir of an `evaluate.compare` run")
     settings = json.loads(path.read_text())
     settings.pop("num_topics", None)
     settings.pop("data_dir", None)       # where the corpus was, not which

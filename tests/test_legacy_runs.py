@@ -41,7 +41,7 @@ ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kerne
                          "model/topic_rnn..inference_network..log_variance_bias/"
                          ".ATTRIBUTES/VARIABLE_VALUE"}}
 #: The second, by design too: issue 30 computes the mixture of softmaxes' target logits from
-#: the target's embedding row instead of gathering them from the [T, N, V] logits (1.15x the
+#: the target's embedding row instead of gathering them from the [T, N, V] logits (1.16x the
 #: training throughput), so their gradients sum in another order. After the resumed steps
 #: every lstm-mos weight differs from what the earlier code wrote by at most 3e-8 (8e-6
 #: relative, on entries near zero): these are held to the cross-machine tolerance below. Its

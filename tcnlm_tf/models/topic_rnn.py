@@ -285,6 +285,6 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
     def uninformative_topics(self, rows) -> tf.Tensor:
         """theta = 0 [rows, K], the mean of its prior N(0, I): the topic term B theta of the
         logits vanishes, so the LM predicts from h alone. (theta is not a distribution over
-        topics: uniform proportions 1/K would add the mean of B's columns to every
-        non-stop-word logit, a bias the model never saw in training.)"""
+        topics: uniform proportions 1/K are just another point of R^K, which adds the mean
+        of B's columns to every non-stop-word logit.)"""
         return tf.zeros([rows, self.num_topics])
