@@ -85,3 +85,14 @@ def test_records_that_do_not_belong_together_are_one_line_errors(comparisons, tm
     assert exit_info.value.code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.parametrize("flags", [["--context", "preceding"], ["--context=preceding"]])
+def test_the_protocol_is_read_from_either_spelling_of_the_flag(tmp_path, flags):
+    from evaluate.protocols import settings
+
+    (tmp_path / "compare.json").write_text(json.dumps(
+        dict(SETTINGS, train_args=["--topic-min-docs", "10", *flags, "--dropout", "0.5"])))
+    found = settings(tmp_path, "--preceding")
+    assert found["context"] == "preceding"
+    assert found["train_args"] == ["--topic-min-docs", "10", "--dropout", "0.5"]
