@@ -53,3 +53,27 @@ def row_order(name: str) -> tuple[int, str]:
     rows = list(compare_rows())
     matches = [row for row in rows if name == row or name.startswith(row + "-")]
     return (rows.index(max(matches, key=len)) if matches else len(rows), name)
+
+
+def png_bytes(fig) -> bytes:
+    """A matplotlib figure as PNG bytes (120 dpi), the figure closed."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def records_parser(prog: str, description: str, example: str,
+                   output_help: str) -> argparse.ArgumentParser:
+    """The parser of a command that reads ``evaluate.compare`` records, with its ``--output``
+    (a Markdown file)."""
+    p = argparse.ArgumentParser(prog=f"python -m evaluate.{prog}", description=description,
+                                epilog=f"example: python -m evaluate.{prog} {example}",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
+    p.add_argument("--output", type=Path, default=None, help=output_help)
+    return p

@@ -13,10 +13,11 @@ against training tokens for every run.
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import statistics
 from typing import Any
+
+from evaluate.common import png_bytes
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
 
@@ -219,10 +220,7 @@ def curves_png(points: dict[str, list[tuple[float, float]]], title: str) -> byte
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def write_tensorboard(directory: Any, points: dict[str, list[tuple[float, float]]],

@@ -9,15 +9,23 @@ the SDLM paper's tied medium LSTM on People's Daily).
 """
 from __future__ import annotations
 
-import io
+import argparse
 import json
 import math
 from pathlib import Path
 
-from evaluate.common import parser
+from evaluate.common import parser, png_bytes
 from tcnlm_tf.arguments import finite_float
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.run_directory import RunDirectory
+
+
+def perplexity_value(text: str) -> float:
+    """A finite perplexity, at least 1 (``--reference``)."""
+    value = finite_float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a perplexity is at least 1, got {text!r}")
+    return value
 
 
 def epochs_of(run_dir: Path) -> list[dict]:
@@ -63,10 +71,7 @@ def curve_png(epochs: list[dict], title: str, reference: float | None = None) ->
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
     ax.set_title(title)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 @exit_on_user_error
@@ -74,8 +79,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p = parser("curve", __doc__.split(": ", 1)[1], corpus=False)
     p.add_argument("--output", type=Path, default=None,
                    help="PNG to write (default: RUN/learning_curve.png)")
-    p.add_argument("--reference", type=finite_float, default=None, metavar="PERPLEXITY",
-                   help="a published validation perplexity, drawn as a horizontal line")
+    p.add_argument("--reference", type=perplexity_value, default=None, metavar="PERPLEXITY",
+                   help="a published validation perplexity (>= 1), drawn as a horizontal line")
     p.add_argument("--title", default=None, help="plot title (default: the run's name)")
     args = p.parse_args(argv)
     epochs = epochs_of(args.run)

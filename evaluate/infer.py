@@ -4,13 +4,12 @@ each leading topic's top words, as a bar chart like the TCNLM paper's Figure 2
 (``<run>/topics_doc<N>.png``), and in TensorBoard (image ``topics/document_<N>``)."""
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 
-from evaluate.common import parser, read_documents, split_file
+from evaluate.common import parser, png_bytes, read_documents, split_file
 from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -31,10 +30,7 @@ def bar_chart(topics: np.ndarray, labels: list[str], title: str) -> bytes:
     ax.set_ylabel("proportion")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 @exit_on_user_error

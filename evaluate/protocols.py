@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evaluate.common import row_order
+from evaluate.common import records_parser, row_order
 from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -31,18 +31,14 @@ BASELINE = "lstm-document"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m evaluate.protocols", description=__doc__.split(": ", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
-        epilog="example: python -m evaluate.protocols --rest results/i26-apnews "
-               "--preceding results/i31-apnews-preceding")
+    p = records_parser("protocols", __doc__.split(": ", 1)[1],
+                       "--rest results/i26-apnews --preceding results/i31-apnews-preceding",
+                       "where the Markdown table goes (default: PRECEDING/protocols.md)")
     p.add_argument("--rest", type=Path, required=True,
                    help="record directory of the comparison under --context rest (every row)")
     p.add_argument("--preceding", type=Path, required=True,
                    help="record directory of the same comparison run with -- --context "
                         "preceding (the rows that read their document's text)")
-    p.add_argument("--output", type=Path, default=None,
-                   help="where the Markdown table goes (default: PRECEDING/protocols.md)")
     return p
 
 

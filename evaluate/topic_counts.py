@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from evaluate.common import row_order
+from evaluate.common import records_parser, row_order
 from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -27,18 +27,14 @@ TOP_NS = ("5", "10", "15", "20")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m evaluate.topic_counts", description=__doc__.split(": ", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
-        epilog="example: python -m evaluate.topic_counts --records results/i26-apnews "
-               "results/i31-apnews-topics --rows tcnlm,tdlm")
+    p = records_parser("topic_counts", __doc__.split(": ", 1)[1],
+                       "--records results/i26-apnews results/i31-apnews-topics --rows tcnlm,tdlm",
+                       "where the Markdown table goes (default: print only)")
     p.add_argument("--records", type=Path, nargs="+", required=True,
                    help="record directories of evaluate.compare runs (--record-dir)")
     p.add_argument("--rows", default=None,
                    help="comma-separated rows to keep, e.g. tcnlm,tdlm (default: every row "
                         "with topics)")
-    p.add_argument("--output", type=Path, default=None,
-                   help="where the Markdown table goes (default: print only)")
     return p
 
 

@@ -133,6 +133,7 @@ def commands(ws: dict[str, Path], url: str) -> dict[str, list[str]]:
                              "--cache-dir", str(ws["cache"]), "--name", "case", "--",
                              *_tiny()[:-6]],
         "evaluate.coherence": run,
+        "evaluate.curve": run + ["--output", "curve.png"],
         "evaluate.generate": run + ["--topic", "0", "--num", "1", "--max-words", "4"],
         "evaluate.gradients": train[:-2],
         "evaluate.infer": run,

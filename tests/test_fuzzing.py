@@ -26,7 +26,8 @@ def test_no_value_ends_in_a_traceback_a_hang_or_a_changed_run(outcomes):
     assert kinds["refused"] > 500 and kinds["ran"] > 20, kinds
     assert {o.case.command for o in outcomes} == {   # every command with a typed option
         "train.run", "train.prepare", "train.word2vec", "benchmarks.run",
-        "evaluate.compare", "evaluate.coherence", "evaluate.generate", "evaluate.gradients",
+        "evaluate.compare", "evaluate.coherence", "evaluate.curve", "evaluate.generate",
+        "evaluate.gradients",
         "evaluate.infer", "evaluate.knowledge_base", "evaluate.perplexity", "evaluate.score",
         "evaluate.serving_client next-words", "evaluate.serving_client generate",
         "evaluate.serving_client score", "evaluate.serving_client topics", "evaluate.topics"}
