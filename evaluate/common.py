@@ -45,14 +45,22 @@ def split_file(run, split: str) -> Path:
     return source_dir(run.config.data) / f"{split}.txt"
 
 
-def row_order(name: str) -> tuple[int, str]:
-    """Run names in the comparison's row order (``lstm``, ``lstm-document``, ``tcnlm``, ...;
-    a run name is its row, then suffixes such as ``-T100``)."""
+def row_of(name: str) -> str | None:
+    """The ``evaluate.compare`` row a run name belongs to (a run name is its row, then
+    suffixes such as ``-T100`` or ``-seed1``), or None."""
     from tcnlm_tf.models.registry import compare_rows
 
-    rows = list(compare_rows())
-    matches = [row for row in rows if name == row or name.startswith(row + "-")]
-    return (rows.index(max(matches, key=len)) if matches else len(rows), name)
+    matches = [row for row in compare_rows() if name == row or name.startswith(row + "-")]
+    return max(matches, key=len) if matches else None
+
+
+def row_order(name: str) -> tuple[int, str]:
+    """Sort key: run names in the comparison's row order (``lstm``, ``lstm-document``,
+    ``tcnlm``, ...), unknown ones last."""
+    from tcnlm_tf.models.registry import compare_rows
+
+    rows, row = list(compare_rows()), row_of(name)
+    return (rows.index(row) if row else len(rows), name)
 
 
 def png_bytes(fig) -> bytes:

@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evaluate.common import records_parser, row_order
+from evaluate.common import records_parser, row_of, row_order
 from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -133,17 +133,25 @@ def main(argv: list[str] | None = None) -> str:
         raise UserError(f"--rest was run with --context {rest['context']} and --preceding "
                         f"with --context {preceding['context']}; give the rest comparison's "
                         "records first and the preceding one's second")
-    differ = sorted(k for k in rest.keys() | preceding.keys()    # data_dir: where, not what
-                    if k not in ("context", "data_dir") and rest.get(k) != preceding.get(k))
+    # data_dir: where the corpus was, not which; fixed_budget: per row, checked below
+    differ = sorted(k for k in rest.keys() | preceding.keys()
+                    if k not in ("context", "data_dir", "fixed_budget")
+                    and rest.get(k) != preceding.get(k))
     if differ:
         raise UserError(f"--rest and --preceding differ in {', '.join(differ)} besides "
                         "--context; the protocols compare only the same comparison")
+    rest_runs = records(args.rest, "rest", "--rest")
+    preceding_runs = records(args.preceding, "preceding", "--preceding")
+    budgets = [rest.get("fixed_budget", {}), preceding.get("fixed_budget", {})]
+    unequal = sorted(name for name in rest_runs.keys() & preceding_runs.keys()
+                     if len({b.get(row_of(name)) for b in budgets}) > 1)
+    if unequal:
+        raise UserError(f"{', '.join(unequal)} trained under another --fixed-budget in "
+                        "--rest and in --preceding; give both the same budget")
     text = ("Test perplexity under the papers' protocol (--context rest: the document minus "
             "the sentence) and the causal one (--context preceding: the text before the "
             f"sentence), as ratios to the document-level LSTM; records from {args.rest} and "
-            f"{args.preceding}\n\n"
-            + table(records(args.rest, "rest", "--rest"),
-                    records(args.preceding, "preceding", "--preceding")))
+            f"{args.preceding}\n\n" + table(rest_runs, preceding_runs))
     output = args.output or args.preceding / "protocols.md"
     write_text(output, text)
     print(text + f"\nwritten to {output}")

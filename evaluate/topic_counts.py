@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
-from evaluate.common import records_parser, row_order
+from evaluate.common import records_parser, row_of, row_order
 from evaluate.compare import SETTINGS_FILE
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -62,7 +61,7 @@ def entries(directory: Path) -> list[dict]:
             continue
         config = json.loads((path.parent / "config.json").read_text())
         topics = config["model"]["options"]["num_topics"]
-        found.append({"row": re.sub(r"-T\d+(-.*)?$|-(seed|lr).*$", "", path.parent.name),
+        found.append({"row": row_of(path.parent.name) or path.parent.name,
                       "topics": int(topics), "coherence": coherence,
                       "test": metrics["test_perplexity"], "where": path.parent})
     return found

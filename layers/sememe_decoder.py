@@ -246,7 +246,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         #: ``C_{k,s}`` of every edge, ``[E]``.
         self.edge_coefficient = coefficient.astype(np.float32)
         # for the gathers and segment sums: int32 indices, and whether every word's senses
-        # are few enough for the sorted segment sum (_gather_rows)
+        # are few enough for the sorted segment sum (_gather_rows); [E, 2] (sense, sememe)
+        # for TensorFlow's sparse product
+        self._edge_indices = np.stack([senses, sememes], 1)
         self._sense_word = words.astype(np.int32)
         self._edge_sense = senses.astype(np.int32)
         self._edge_sememe = sememes.astype(np.int32)
@@ -358,8 +360,8 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
             import tensorflow as tf
 
             coefficients = tf.SparseTensor(  # C_{k,s} at [s, k], the edges in row-major order
-                indices=np.stack([self.edge_sense, self.edge_sememe], 1),
-                values=self.edge_coefficient, dense_shape=[self.num_senses, self.num_sememes])
+                indices=self._edge_indices, values=self.edge_coefficient,
+                dense_shape=[self.num_senses, self.num_sememes])
             return tf.sparse.sparse_dense_matmul(coefficients, expert)
         rows = (ops.take(expert, self._edge_sememe, axis=0)
                 * ops.convert_to_tensor(self.edge_coefficient[:, None]))

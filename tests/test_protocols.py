@@ -96,3 +96,17 @@ def test_the_protocol_is_read_from_either_spelling_of_the_flag(tmp_path, flags):
     found = settings(tmp_path, "--preceding")
     assert found["context"] == "preceding"
     assert found["train_args"] == ["--topic-min-docs", "10", "--dropout", "0.5"]
+
+
+def test_fixed_budgets_must_agree_only_for_the_rows_in_both(comparisons, tmp_path, capsys):
+    """A fixed-budget row of the rest comparison that the preceding one did not train (the
+    naive MoE, say) is no reason to refuse; a row trained under two budgets is."""
+    rest, preceding = comparisons
+    saved = json.loads((rest / "compare.json").read_text())
+    (rest / "compare.json").write_text(json.dumps(dict(saved, fixed_budget={"moe": 10})))
+    assert "| tcnlm | 60.00 |" in main(["--rest", str(rest), "--preceding", str(preceding)])
+    (rest / "compare.json").write_text(json.dumps(dict(saved, fixed_budget={"tcnlm": 3})))
+    with pytest.raises(SystemExit):
+        main(["--rest", str(rest), "--preceding", str(preceding)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tcnlm trained under another --fixed-budget" in err[0]
