@@ -56,6 +56,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -289,7 +290,13 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
     ``on_success``, failed (the other runs go on either way).
 
     With one job the output goes to the terminal; with more, each run's output goes to
-    ``<directory>/<run>.log`` (named when the run starts)."""
+    ``<directory>/<run>.log`` (named when the run starts).
+
+    On SIGTERM or Ctrl-C (:mod:`train.stopping`) no further run starts, the running ones get
+    SIGTERM (each saves a checkpoint after its current step and exits), and once they have
+    ended this exits with 128 + the signal's number and one line saying how to go on."""
+    from train.stopping import StopRequests
+
     def succeeded(row: str) -> bool:
         try:
             on_success(row)
@@ -300,25 +307,40 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
         return True
 
     env = child_environment(jobs)
-    if jobs == 1:
-        return [row for row, command in commands.items()
-                if subprocess.run(command, env=env).returncode or not succeeded(row)]
-    pending, running, failed = list(commands), {}, []
-    while pending or running:
-        while pending and len(running) < jobs:
-            row = pending.pop(0)
-            log = open(directory / f"{row}.log", "a", encoding="utf-8")
-            print(f"== {row}: output in {log.name}", flush=True)
-            running[row] = (subprocess.Popen(commands[row], stdout=log,
-                                             stderr=subprocess.STDOUT, env=env), log)
-        time.sleep(POLL_SECONDS)
-        for row, (process, log) in list(running.items()):
-            if process.poll() is not None:
-                log.close()
+    pending, running, failed, stopped = list(commands), {}, [], []
+    with StopRequests() as stop:
+        while running or (pending and not stop.requested):
+            while pending and len(running) < jobs and not stop.requested:
+                row = pending.pop(0)
+                log = open(directory / f"{row}.log", "a", encoding="utf-8") if jobs > 1 else None
+                if log is not None:
+                    print(f"== {row}: output in {log.name}", flush=True)
+                running[row] = (subprocess.Popen(
+                    commands[row], env=env, stdout=log,
+                    stderr=None if log is None else subprocess.STDOUT), log)
+            time.sleep(POLL_SECONDS)
+            if stop.requested and not stopped:
+                stopped = list(running)
+                for process, _ in running.values():
+                    process.send_signal(signal.SIGTERM)
+            for row, (process, log) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                if log is not None:
+                    log.close()
+                    print(f"== {row}: finished (exit {process.returncode})", flush=True)
                 del running[row]
-                print(f"== {row}: finished (exit {process.returncode})", flush=True)
+                if row in stopped and process.returncode:
+                    continue
                 if process.returncode or not succeeded(row):
                     failed.append(row)
+    if stop.requested:
+        print(f"stopped by {stop.cause}: "
+              + (f"{', '.join(stopped)} saved a checkpoint and stopped; " if stopped else "")
+              + (f"{', '.join(pending)} did not start; " if pending else "")
+              + "run the same command again to go on (finished runs are kept, the others "
+              "resume)", file=sys.stderr, flush=True)
+        raise SystemExit(stop.exit_code)
     return failed
 
 

@@ -1,9 +1,11 @@
-"""A training process SIGKILLed at a random point mid-epoch and resumed ends at exactly the
-weights of one that never stopped (sentence and document mode); corpus files of random
+"""A training process SIGKILLed at a random point mid-epoch, or stopped by SIGTERM, and
+resumed ends at exactly the weights of one that never stopped; corpus files of random
 bytes, mixed encodings, NUL bytes, 100,000-token lines and lines of TABs either train with
 the skipped lines counted or stop with one line, never a traceback."""
+import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +49,39 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_weights(tmp_path, m
     resumed = main(flags + run_flags(tmp_path, "killed") + ["--resume"])
     assert resumed["stopped"] == "epochs"
     whole, cut = model_tensors(tmp_path / "runs" / "whole"), model_tensors(killed)
+    assert whole.keys() == cut.keys() and whole
+    for key in whole:
+        np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)
+
+
+@pytest.mark.parametrize("mode", ["sentence", "stream"])
+def test_a_run_stopped_by_sigterm_checkpoints_its_step_and_resumes_to_the_same_weights(
+        tmp_path, mode):
+    """SIGTERM (a scheduler's pre-emption or wall-time limit) during the first step: the
+    step finishes, a checkpoint of it is saved (none is due on the clock), the process
+    exits 143 saying how to go on, and the resumed run ends at exactly the weights of one
+    that never stopped."""
+    flags = TINY_EPOCH + ["--epochs", "2", "--mode", mode]
+    main(flags + run_flags(tmp_path, "whole"))
+    stopped = tmp_path / "runs" / "stopped"
+    process = subprocess.Popen([sys.executable, "-m", "train.run", *flags,
+                                *run_flags(tmp_path, "stopped")], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                    "PYTHONUNBUFFERED": "1"})
+    for line in process.stdout:                   # the first epoch starts: its first step
+        if line.startswith("epoch 1/2"):          # is being traced, which takes seconds
+            process.send_signal(signal.SIGTERM)
+            break
+    out, err = process.communicate(timeout=240)
+    assert process.returncode == 143, err[-2000:]
+    assert "SIGTERM received" in err and "stopped by SIGTERM after step" in err
+    assert f"--resume --runs-dir {tmp_path / 'runs'} --run-name stopped" in err
+    step = int(err.split("stopped by SIGTERM after step ")[1].split(":")[0])
+    assert (stopped / "checkpoints" / f"ckpt-{step}.index").is_file()
+    assert json.loads((stopped / "metrics.json").read_text())["stopped"] == "interrupted"
+    assert main(flags + run_flags(tmp_path, "stopped") + ["--resume"])["stopped"] == "epochs"
+    whole, cut = model_tensors(tmp_path / "runs" / "whole"), model_tensors(stopped)
     assert whole.keys() == cut.keys() and whole
     for key in whole:
         np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)

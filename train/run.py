@@ -149,9 +149,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, strategy,
            new_rate: float | None = None) -> dict[str, Any]:
     """Train (or resume) the run in ``run_dir`` with ``strategy``; test it unless stopped by
-    --max-steps. Returns its metrics. ``new_rate``: a resumed run's new learning rate."""
+    --max-steps, or by SIGTERM or Ctrl-C (:mod:`train.stopping`: then, with a checkpoint of
+    the last step, it exits with 128 + the signal's number). Returns its metrics.
+    ``new_rate``: a resumed run's new learning rate."""
     from tcnlm_tf import baselines
     from tcnlm_tf.metrics import perplexity
+    from train.stopping import StopRequests
     from train.trainer import Trainer, count_parameters
 
     print(f"run directory: {run_dir}")
@@ -173,9 +176,17 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
           f"{trainer.num_replicas} replica(s)"
           + (f" ({'chief' if trainer.chief else 'not the chief'} of a multi-worker cluster)"
              if trainer.multi_worker else ""))
-    reason = trainer.fit()
+    with StopRequests() as stop:
+        reason = trainer.fit(stop)
     if reason == "max_steps":
         return trainer.write_metrics(stopped="max_steps", parameters=parameters)
+    if reason == "interrupted":
+        trainer.write_metrics(stopped="interrupted", parameters=parameters)
+        print(f"stopped by {stop.cause} after step {trainer.step}: checkpoint in "
+              f"{trainer.manager.directory}; continue with the same command and --resume "
+              f"--runs-dir {run_dir.parent} --run-name {run_dir.name}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(stop.exit_code)
 
     trainer.restore_best()
     test_nll, test_tokens = trainer.evaluate("test")

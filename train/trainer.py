@@ -19,7 +19,9 @@ custom loop with ``strategy.run``:
   epoch, learning rate, best validation perplexity) at the end of every epoch, every
   ``checkpoint_minutes`` within an epoch and when ``max_steps`` is reached; ``resume()``
   restores the latest one and continues from the same batch of the same epoch (the shuffle
-  order of an epoch is a function of its number);
+  order of an epoch is a function of its number); on SIGTERM or Ctrl-C (``fit(stop)``,
+  :mod:`train.stopping`) the step under way finishes, a checkpoint is saved and ``fit``
+  returns ``'interrupted'``;
 * a model's further training tasks (:class:`~tcnlm_tf.models.base.Task`, e.g. TDLM's topic
   model) each get their own batches and their own optimiser (of the same kind); an epoch runs
   the batches of every task in one random order (a function of the seed and the epoch, so a
@@ -67,6 +69,7 @@ from tcnlm_tf.models.base import LanguageModel, Task
 from tcnlm_tf import pipeline
 from tcnlm_tf.run_directory import RunDirectory
 from train.distribution import SUM, is_chief, make_strategy, replica_slice
+from train.stopping import StopRequests
 
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
@@ -199,6 +202,7 @@ class Trainer:
         self._resumed: dict[str, np.ndarray] = {}   # what resume() found beside its checkpoint
         #: the running epoch's [NLL sum, tokens, seconds] so far (zeros between epochs)
         self._epoch_totals: Callable[[], np.ndarray] = lambda: np.zeros(3)
+        self._stop = StopRequests()     # fit(stop) replaces it; this one is never installed
         self._traced_step = tf.function(self._distributed_train_step, reduce_retracing=True)
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
         self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
@@ -264,22 +268,25 @@ class Trainer:
         self.model.prepare(self.corpus, self.files_dir, self.log)
 
     # ----------------------------------------------------------------- steps
-    def train_step(self, batch, state, due: tf.Tensor) -> tuple[dict, Any]:
+    def train_step(self, batch, state, due: tf.Tensor,
+                   stop: tf.Tensor | None = None) -> tuple[dict, Any]:
         """One optimiser step of the language model on ``batch`` (a batch of
         :meth:`distribute`'s dataset), in the traced ``tf.function``: forward pass from
         ``state`` (the state carried from the previous batch in document mode, else None),
         backward pass, gradients all-reduced over the replicas and clipped to ``clip_norm``,
         optimiser update. ``due`` is a float scalar tensor, 1.0 where this worker's clock says
-        a checkpoint is due, else 0.0.
+        a checkpoint is due, else 0.0; ``stop`` the same where this worker was asked to stop
+        (default 0.0).
 
         Returns ``(sums, state)``: ``sums`` holds the step's scalars summed over the replicas
         (``nll_sum``, ``tokens``, ``examples``, ``aux_loss``, the dict ``aux_metrics``,
-        ``grad_norm``, ``due``), and ``state`` is the per-replica state to carry into the next
-        batch (used only when :attr:`uses_state`). Further training tasks have steps of their
-        own, which :meth:`train_epoch` runs."""
-        return self._traced_step(batch, state, due)
+        ``grad_norm``, ``due``, ``stop``), and ``state`` is the per-replica state to carry into
+        the next batch (used only when :attr:`uses_state`). Further training tasks have steps
+        of their own, which :meth:`train_epoch` runs."""
+        return self._traced_step(batch, state, due,
+                                 tf.constant(0.0) if stop is None else stop)
 
-    def _replica_train_step(self, batch, state, due):
+    def _replica_train_step(self, batch, state, due, stop):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         # mixed_float16: the gradients stay multiplied by the loss scale L (the optimiser
@@ -300,7 +307,7 @@ class Trainer:
         return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"],
                 "examples": terms["examples"], "aux_loss": terms["aux_loss"],
                 "aux_metrics": terms["aux_metrics"], "grad_norm": grad_norm,
-                "due": tf.identity(due), "state": terms["state"]}
+                "due": tf.identity(due), "stop": tf.identity(stop), "state": terms["state"]}
 
     def _task_step(self, task: Task) -> Callable:
         """The distributed training step of a further task: its summed loss divided by the
@@ -330,10 +337,11 @@ class Trainer:
         """A further task's loss terms on one batch, without training."""
         return lambda batch: task.loss_terms(batch, False)
 
-    def _distributed_train_step(self, batch, state, due):
+    def _distributed_train_step(self, batch, state, due, stop):
         """One language-model step; ``due`` (1.0 where this worker's clock says a checkpoint
-        is due) comes back summed over the replicas, so every worker decides alike."""
-        out = self.strategy.run(self._replica_train_step, args=(batch, state, due))
+        is due) and ``stop`` (1.0 where this worker was asked to stop) come back summed over
+        the replicas, so every worker decides alike."""
+        out = self.strategy.run(self._replica_train_step, args=(batch, state, due, stop))
         return self._reduce(out), out["state"]
 
     def _replica_eval_step(self, batch, state):
@@ -440,21 +448,28 @@ class Trainer:
         for optimizer in [self.optimizer, *self.task_optimizers.values()]:
             optimizer.learning_rate.assign(self.learning_rate)
 
-    def fit(self) -> str:
-        """Train until ``epochs``, early stopping or ``max_steps``; returns why it stopped:
-        ``'epochs'``, ``'early_stopping'`` or ``'max_steps'``."""
+    def fit(self, stop: StopRequests | None = None) -> str:
+        """Train until ``epochs``, early stopping, ``max_steps`` or a request in ``stop``
+        (an active :class:`train.stopping.StopRequests`; honoured after the step under way,
+        or after the validation under way, with a checkpoint); returns why it stopped:
+        ``'epochs'``, ``'early_stopping'``, ``'max_steps'`` or ``'interrupted'``."""
         train = self.config.train
+        self._stop = stop or StopRequests()
         while int(self.epoch) < train.epochs:
             if train.max_steps is not None and self.step >= train.max_steps:
                 self.log(f"already at {self.step} steps (--max-steps {train.max_steps}): "
                          "nothing to train; give a larger --max-steps to continue")
                 return "max_steps"
-            if not self.train_epoch():
-                self.log(f"stopped after {self.step} steps (--max-steps); "
-                         f"checkpoint in {self.manager.directory}; continue with --resume")
-                return "max_steps"
+            ended = self.train_epoch()
+            if ended != "ended":
+                if ended == "max_steps":
+                    self.log(f"stopped after {self.step} steps (--max-steps); checkpoint "
+                             f"in {self.manager.directory}; continue with --resume")
+                return ended
             if self.end_epoch():
                 return "early_stopping"
+            if self._stop.requested:        # during the validation; end_epoch saved
+                return "interrupted"
         return "epochs"
 
     def _epoch_plan(self, epoch: int) -> tuple[list[tf.data.Dataset], np.ndarray]:
@@ -484,8 +499,10 @@ class Trainer:
         a checkpoint when one is due (:class:`NonFiniteLoss` where a step's loss or gradient
         norm is not finite); sets :attr:`epoch_summary` (train loss, seconds, tokens/s, each
         task's loss) at the end. Neither validates nor advances ``epoch``: :meth:`end_epoch`
-        does. Returns True when the epoch ran to its end, False when ``max_steps`` stopped it
-        (a training checkpoint saved, :attr:`epoch_summary` left as it was)."""
+        does. Returns ``'ended'`` when the epoch ran to its end, ``'max_steps'`` or
+        ``'interrupted'`` when ``max_steps`` or a stop request (on any worker) ended it after
+        a language-model step (a training checkpoint saved, :attr:`epoch_summary` left as it
+        was)."""
         train = self.config.train
         epoch = int(self.epoch)
         datasets, order = self._epoch_plan(epoch)
@@ -525,9 +542,11 @@ class Trainer:
                                               / max(task_epoch[task.name][1], 1.0))
                 progress.update(index + 1, **shown)
                 continue
-            due = bool(train.checkpoint_minutes) and (
-                time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes)
-            sums, new_state = self.train_step(batch, state, tf.constant(float(due)))
+            stop = self._stop.requested
+            due = stop or (bool(train.checkpoint_minutes) and (
+                time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes))
+            sums, new_state = self.train_step(batch, state, tf.constant(float(due)),
+                                              tf.constant(float(stop)))
             state = new_state if self.uses_state else None
             step = self.step
             # under loss scaling a non-finite gradient is an overflow the step skipped
@@ -548,10 +567,13 @@ class Trainer:
             if train.max_steps is not None and step >= train.max_steps:
                 self._log_partial_window(window, sums, task_sums)
                 self._save_training(state)
-                return False
+                return "max_steps"
             if float(sums["due"]) > 0:
                 self._save_training(state)
                 last_checkpoint = time.monotonic()
+            if float(sums["stop"]) > 0:
+                self._log_partial_window(window, sums, task_sums)
+                return "interrupted"
         if window["tokens"]:
             self._log_partial_window(window, sums, task_sums)
         elapsed = time.perf_counter() - epoch_start
@@ -559,7 +581,7 @@ class Trainer:
                               "seconds": elapsed, "tokens_per_sec": epoch_tokens / elapsed,
                               **{f"{name}_loss": loss / max(count, 1.0)
                                  for name, (loss, count) in task_epoch.items()}}
-        return True
+        return "ended"
 
     # ------------------------------------------- checkpoints and the state beside them
     def _save_training(self, state=None) -> None:
