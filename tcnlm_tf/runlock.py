@@ -58,6 +58,23 @@ def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
     return RunLock(directory, handle)
 
 
+def is_held(directory: Path | str, name: str = LOCK_FILE) -> bool:
+    """Whether a process holds the lock of ``directory`` now (a training under way), found
+    without taking it: a shared lock is refused while another process holds the exclusive
+    one, and, when granted, is dropped at once."""
+    try:
+        handle = open(Path(directory) / name, encoding="utf-8")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def holder(directory: Path | str) -> str:
     """Who holds the lock of ``directory``, as its lock file says ("host pid"), for
     messages."""

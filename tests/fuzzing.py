@@ -123,6 +123,7 @@ def commands(ws: dict[str, Path], url: str) -> dict[str, list[str]]:
         "train.run": train,
         "train.prepare": ["--input", str(ws["raw"]), "--output", "prepared", "--force"],
         "train.export": run + ["--output-dir", "exports"],
+        "train.status": ["--runs-dir", str(ws["tcnlm"].parent)],
         "train.word2vec": _tiny()[:12] + ["--cache-dir", str(ws["cache"]), "--dim", "8",
                                           "--epochs", "1", "--output", "vectors.txt"],
         "benchmarks.run": ["--sections", "recurrent", "--warmup", "0", "--rounds", "1",
