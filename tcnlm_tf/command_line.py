@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tcnlm_tf.arguments import finite_float
-from tcnlm_tf.config import (CONTEXTS, DATASETS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
+from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
                              STRATEGIES, DataConfig, ModelConfig, RunConfig, TrainConfig,
                              apply_decoder_defaults, apply_preset, check_data_dir_given,
                              default_cache_dir, default_data_dir, default_runs_dir)
@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dropout on g, the last recurrent layer's output that the "
                        "decoder reads (default: --dropout; --decoder sdlm: 0.2 + 0.5 x "
                        "--dropout, the SDLM authors' code, 0.5 at their 0.6)")
+    model.add_argument("--init", choices=INITS,
+                       help="starting weights: keras (Keras's initialisers: embeddings "
+                       "U(+-0.05), Glorot and orthogonal LSTM weights, unit forget bias) or "
+                       "pytorch (the SDLM authors' code: embeddings U(+-0.1), every plain "
+                       "LSTM layer's weights and biases U(+-1/sqrt(H)) as torch.nn.LSTM; "
+                       "other layers keep their own) (default: keras)")
     own = parser.add_argument_group("model options (each applies to the models named)")
     for option in all_options().values():
         users = models_with(option.name)

@@ -40,6 +40,8 @@ DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
 #: the whole split as one token stream, state carried throughout (the PyTorch
 #: word-language-model protocol of the SDLM paper)
 MODES = ("sentence", "document", "stream")
+#: --init: Keras's initialisers, or PyTorch's as the SDLM authors' code starts (layers.initializers)
+INITS = ("keras", "pytorch")
 #: modes whose batches continue the previous batch's lanes (the LSTM state is carried)
 STATEFUL_MODES = ("document", "stream")
 #: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
@@ -157,6 +159,8 @@ class ModelConfig:
     # on g, after the last recurrent layer (None: dropout; a decoder's spec may fill in its
     # authors' value in a fresh run)
     output_dropout: float | None = None
+    # starting weights: 'keras' (Keras's initialisers) or 'pytorch' (the SDLM authors')
+    init: str = "keras"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     decoder_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -326,6 +330,7 @@ class RunConfig:
             (0.0 <= m.dropout < 1.0, "--dropout must be in [0, 1)"),
             (m.output_dropout is None or 0.0 <= m.output_dropout < 1.0,
              "--output-dropout must be in [0, 1)"),
+            (m.init in INITS, f"unknown --init {m.init!r}; choose one of {INITS}"),
             (t.precision in PRECISIONS,
              f"unknown --precision {t.precision!r}; choose one of {PRECISIONS}"),
             (t.batch_size >= 1, "--batch-size must be >= 1"),

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from layers.hoisted_lstm import HoistedLSTM
+from layers.initializers import PYTORCH_EMBEDDING_RANGE, pytorch_lstm_initializers
 from tcnlm_tf import decoders
 from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
 
@@ -37,19 +38,28 @@ class RecurrentLanguageModel(LanguageModel):
     (``()``: a full softmax), ``{"tie": True}`` for a tied ``softmax``, ``{"mixtures": 10}``
     for ``mos``, ``{"knowledge_base": KnowledgeBase, "num_bases": 5, "normalization":
     "left"}`` for ``sdlm``. ``output_dropout``: the rate of the dropout after the last
-    recurrent layer (None: ``dropout``; the SDLM authors use 0.2 + 0.5 * dropout there)."""
+    recurrent layer (None: ``dropout``; the SDLM authors use 0.2 + 0.5 * dropout there).
+    ``init``: ``"keras"`` (Keras's initialisers) or ``"pytorch"`` (the SDLM authors': the
+    embedding ``U(-0.1, 0.1)`` and every layer :meth:`make_layer` makes here as
+    ``torch.nn.LSTM`` starts, :mod:`layers.initializers`; a subclass's own layers keep their
+    initialisers)."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
                  num_layers: int = 1, dropout: float = 0.4, decoder: str = "adaptive",
                  decoder_options: dict[str, Any] | None = None,
                  embeddings_file: str | None = None, output_dropout: float | None = None,
-                 **kwargs):
+                 init: str = "keras", **kwargs):
         super().__init__(**kwargs)
         self.embeddings_file = embeddings_file
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
+        self.init = init
+        self.embedding = keras.layers.Embedding(
+            vocab_size, embedding_dim, name="embedding",
+            embeddings_initializer=("uniform" if init == "keras" else keras.initializers.
+                                    RandomUniform(-PYTORCH_EMBEDDING_RANGE,
+                                                  PYTORCH_EMBEDDING_RANGE)))
         self.input_dropout = keras.layers.Dropout(dropout)
         self.rnns = [self.make_layer(i) for i in range(num_layers)]
         last = dropout if output_dropout is None else output_dropout
@@ -65,6 +75,7 @@ class RecurrentLanguageModel(LanguageModel):
         return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
                     output_dropout=m.output_dropout, embeddings_file=m.option("embeddings"),
+                    init=m.init,
                     **decoders.output_arguments(config, lm_vocab, run_dir))
 
     def embedding_tables(self) -> list[tuple[Any, str]]:
@@ -118,8 +129,10 @@ class RecurrentLanguageModel(LanguageModel):
         :class:`layers.hoisted_lstm.HoistedLSTM`, ``keras.layers.LSTM`` with ``x W + b``
         computed before the loop (same weights and names, so checkpoints written with
         ``keras.layers.LSTM`` load)."""
+        initializers = (pytorch_lstm_initializers(self.hidden_size) if self.init == "pytorch"
+                        else {})
         return HoistedLSTM(self.hidden_size, return_sequences=True, return_state=True,
-                           name=f"lstm_{index}")
+                           name=f"lstm_{index}", **initializers)
 
     def context(self, batch: dict[str, tf.Tensor], training: bool = False) -> Context:
         """What the document context contributes; nothing for the plain LSTM."""
