@@ -83,6 +83,9 @@ RECORD_FILES = ("config", "topics", "coherence", "ablations")
 REPORT_FILES = ("comparison.md", "comparison.json", "valid_curves.png")
 COMMIT_ATTEMPTS = 5
 POLL_SECONDS = 2.0
+#: how a training that was sent SIGTERM (or Ctrl-C) ends: train.run's 128 + the signal after
+#: its checkpoint, or the signal itself when it came before train.run could catch it
+STOPPED_EXITS = {128 + signal.SIGTERM, 128 + signal.SIGINT, -signal.SIGTERM, -signal.SIGINT}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,7 +310,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
         return True
 
     env = child_environment(jobs)
-    pending, running, failed, stopped = list(commands), {}, [], []
+    pending, running, failed, stopped, signalled = list(commands), {}, [], [], False
     with StopRequests() as stop:
         while running or (pending and not stop.requested):
             while pending and len(running) < jobs and not stop.requested:
@@ -319,10 +322,11 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                     commands[row], env=env, stdout=log,
                     stderr=None if log is None else subprocess.STDOUT), log)
             time.sleep(POLL_SECONDS)
-            if stop.requested and not stopped:
-                stopped = list(running)
+            if stop.requested and not signalled:
+                signalled = True
                 for process, _ in running.values():
-                    process.send_signal(signal.SIGTERM)
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
             for row, (process, log) in list(running.items()):
                 if process.poll() is None:
                     continue
@@ -330,13 +334,14 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                     log.close()
                     print(f"== {row}: finished (exit {process.returncode})", flush=True)
                 del running[row]
-                if row in stopped and process.returncode:
-                    continue
-                if process.returncode or not succeeded(row):
+                if stop.requested and process.returncode in STOPPED_EXITS:
+                    stopped.append(row)
+                elif process.returncode or not succeeded(row):
                     failed.append(row)
     if stop.requested:
         print(f"stopped by {stop.cause}: "
-              + (f"{', '.join(stopped)} saved a checkpoint and stopped; " if stopped else "")
+              + (f"{', '.join(stopped)} stopped at their last checkpoint; " if stopped else "")
+              + (f"{', '.join(failed)} failed (see their output); " if failed else "")
               + (f"{', '.join(pending)} did not start; " if pending else "")
               + "run the same command again to go on (finished runs are kept, the others "
               "resume)", file=sys.stderr, flush=True)

@@ -14,10 +14,13 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import time
 from pathlib import Path
 from typing import IO
 
 LOCK_FILE = ".lock"
+#: how long a lock refused without ``wait`` is tried again (see :func:`try_lock`)
+PROBE_RETRY_SECONDS = 0.2
 
 
 class RunLock:
@@ -42,15 +45,22 @@ class RunLock:
 def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
              ) -> RunLock | None:
     """Lock ``directory`` (created if needed) for this process, through its file ``name``;
-    None when another process holds it, or with ``wait`` block until it is free."""
+    None when another process holds it, or with ``wait`` block until it is free. Without
+    ``wait`` a refusal is retried for :data:`PROBE_RETRY_SECONDS`, the longest that
+    :func:`is_held`'s instant probe (by ``train.status``) can hold a shared lock."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     handle = open(directory / name, "a+", encoding="utf-8")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
+    deadline = time.monotonic() + PROBE_RETRY_SECONDS
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.close()
+                return None
+            time.sleep(0.01)
     handle.seek(0)
     handle.truncate()
     handle.write(f"{socket.gethostname()} {os.getpid()}\n")
@@ -60,8 +70,8 @@ def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
 
 def is_held(directory: Path | str, name: str = LOCK_FILE) -> bool:
     """Whether a process holds the lock of ``directory`` now (a training under way), found
-    without taking it: a shared lock is refused while another process holds the exclusive
-    one, and, when granted, is dropped at once."""
+    without keeping it: a shared lock is refused while another process holds the exclusive
+    one, and, when granted, is dropped at once (:func:`try_lock` retries over that instant)."""
     try:
         handle = open(Path(directory) / name, encoding="utf-8")
     except OSError:

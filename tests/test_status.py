@@ -1,7 +1,9 @@
 """``python -m train.status``: each run under a runs directory, and one level down, as
 running, finished, to resume or not started, from its files alone."""
+import fcntl
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -25,6 +27,8 @@ def make_run(path, epochs=(), test=None, stopped=None, checkpoint=None, mode="se
         (path / "metrics.json").write_text(json.dumps(metrics))
     if checkpoint is not None:
         (path / "checkpoints").mkdir()
+        (path / "checkpoints" / "checkpoint").write_text(
+            f'model_checkpoint_path: "ckpt-{checkpoint}"\n')
         for step in (checkpoint - 5, checkpoint):
             index = path / "checkpoints" / f"ckpt-{step}.index"
             index.write_text("")
@@ -87,3 +91,15 @@ def test_a_missing_runs_dir_is_one_line(tmp_path, capsys):
                                            (181440, "2.1 days")])
 def test_ages_read_in_the_coarsest_sensible_unit(seconds, text):
     assert age(seconds) == text
+
+
+def test_a_training_starting_during_a_status_probe_still_gets_its_lock(tmp_path):
+    """is_held takes a shared lock for an instant; try_lock retries over such an instant
+    instead of reporting the run as held by another process."""
+    probe = open(tmp_path / ".lock", "a+", encoding="utf-8")
+    fcntl.flock(probe, fcntl.LOCK_SH)
+    threading.Timer(0.05, lambda: fcntl.flock(probe, fcntl.LOCK_UN)).start()
+    lock = try_lock(tmp_path)
+    assert lock is not None
+    lock.release()
+    probe.close()

@@ -11,20 +11,27 @@ from evaluate import compare
 from train.stopping import StopRequests
 
 
-def test_the_first_signal_is_recorded_and_the_handlers_are_restored(capsys):
+def installed(stop):
+    """Whether ``stop``'s handlers are in place (else a signal would end pytest itself)."""
+    return all(getattr(signal.getsignal(number), "__self__", None) is stop
+               for number in (signal.SIGTERM, signal.SIGINT))
+
+
+def test_the_first_signal_is_recorded_and_the_handlers_are_restored(capfd):
     before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
     with StopRequests() as stop:
-        assert not stop.requested
+        assert not stop.requested and installed(stop)
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.requested and stop.cause == "SIGTERM" and stop.exit_code == 143
         os.kill(os.getpid(), signal.SIGTERM)          # a second SIGTERM changes nothing
         assert stop.signal == signal.SIGTERM
     assert {number: signal.getsignal(number) for number in before} == before
-    assert capsys.readouterr().err.count("SIGTERM received: stopping after the current step") == 1
+    assert capfd.readouterr().err.count("SIGTERM received: stopping after the current step") == 1
 
 
 def test_ctrl_c_twice_stops_at_once():
     with StopRequests() as stop:
+        assert installed(stop)
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.cause == "SIGINT" and stop.exit_code == 130
         with pytest.raises(KeyboardInterrupt):
@@ -47,17 +54,21 @@ def test_outside_the_main_thread_nothing_is_installed():
     assert StopRequests().exit_code == 143
 
 
-#: a stand-in for train.run: says it is up, then exits 143 on SIGTERM like a stopped run
+#: a stand-in for train.run: says it is up, then exits with {code} on SIGTERM (143: a run
+#: stopped at its checkpoint)
 CHILD = ("import signal, sys, time\n"
-         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
+         "signal.signal(signal.SIGTERM, lambda *_: sys.exit({code}))\n"
          "print('up', flush=True)\n"
          "time.sleep(120)\n")
 
 
 def test_a_comparison_stopped_by_sigterm_stops_its_runs_and_starts_no_other(
         tmp_path, monkeypatch, capsys):
+    """Run a stops at its checkpoint (exit 143); run b fails as it stops (exit 1) and is
+    reported as failed, not as stopped; run c never starts."""
     monkeypatch.setattr(compare, "POLL_SECONDS", 0.1)
-    commands = {row: [sys.executable, "-c", CHILD] for row in ("a", "b", "c")}
+    commands = {row: [sys.executable, "-c", CHILD.format(code=code)]
+                for row, code in (("a", 143), ("b", 1), ("c", 143))}
     recorded = []
 
     def stop_when_both_are_up():
@@ -73,5 +84,5 @@ def test_a_comparison_stopped_by_sigterm_stops_its_runs_and_starts_no_other(
     assert recorded == []                         # a stopped run is not finished
     assert not (tmp_path / "c.log").exists()      # the pending row never started
     err = capsys.readouterr().err
-    assert ("stopped by SIGTERM: a, b saved a checkpoint and stopped; c did not start; "
-            "run the same command again") in err
+    assert ("stopped by SIGTERM: a stopped at their last checkpoint; b failed (see their "
+            "output); c did not start; run the same command again") in err

@@ -238,6 +238,67 @@ def test_lr_decay_start_keeps_the_rate_and_the_patience_of_earlier_epochs(
     assert got_rates == rates and got_stops == stops
 
 
+def test_a_run_resumed_after_early_stopping_trains_no_further(workdir):
+    """A run stopped by --patience and resumed (e.g. killed during its test evaluation) goes
+    straight to its test: it once trained on past its early stopping."""
+    config = config_from_args(build_parser().parse_args(
+        TINY + common(workdir) + ["--run-name", "stopped-early", "--patience", "1",
+                                  "--epochs", "5"]))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    trainer = Trainer(config, corpus, workdir / "runs" / "stopped-early", log=lambda _: None)
+    perplexities = iter([100.0, 120.0])
+    trainer.evaluate_perplexity = lambda split: next(perplexities)
+    trainer.evaluate_tasks = lambda split: {}
+    trainer.epoch_summary = {"train_loss": 0.0, "tokens_per_sec": 0.0}
+    assert [trainer.end_epoch(), trainer.end_epoch()] == [False, True]
+    assert trainer.fit() == "early_stopping" and trainer.step == 0
+
+
+class LateStop:
+    """A stop request that arrives while the epoch's last step runs: the first ``after``
+    looks at it see none."""
+
+    def __init__(self, after):
+        self.after, self.reads = after, 0
+
+    @property
+    def requested(self):
+        self.reads += 1
+        return self.reads > self.after
+
+
+def test_a_stop_during_the_last_step_saves_the_finished_epoch_before_validating(workdir):
+    """The request is honoured before the validation (which can outlast a scheduler's grace
+    period): a checkpoint after the epoch's last batch, and the resumed run validates that
+    epoch and ends at exactly the weights of a run that never stopped."""
+    flags = TINY_EPOCH + common(workdir) + ["--epochs", "2"]
+    main(flags + ["--run-name", "late-whole"])
+    config = config_from_args(build_parser().parse_args(flags + ["--run-name", "late-cut"]))
+    corpus = load_corpus(config.data, cache_dir=workdir / "cache", log=lambda _: None)
+    run_dir = workdir / "runs" / "late-cut"
+    trainer = Trainer(config, corpus, run_dir, log=lambda _: None)
+    config.save(run_dir / "config.json")                # what train.run writes first
+    corpus.lm_vocab.save(run_dir / "lm_vocab.txt")
+    corpus.topic_vocab.save(run_dir / "topic_vocab.txt")
+    trainer.prepare()
+    batches = len(trainer._epoch_plan(0)[1])
+    assert trainer.fit(LateStop(after=batches)) == "interrupted"
+    assert int(trainer.epoch) == 0 and int(trainer.batch_in_epoch) == batches == trainer.step
+    assert trainer.history == []                       # not validated
+    resumed = main(flags + ["--run-name", "late-cut", "--resume"])
+    assert [e["epoch"] for e in resumed["epochs"]] == [1, 2]
+
+    def final_weights(name):
+        reader = tf.train.load_checkpoint(str(workdir / "runs" / name / "checkpoints"))
+        return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+                if key.startswith("model/")}
+
+    whole, cut = final_weights("late-whole"), final_weights("late-cut")
+    assert whole.keys() == cut.keys() and whole
+    for key in whole:
+        np.testing.assert_array_equal(cut[key], whole[key], err_msg=key)
+
+
 def test_a_corpus_without_topic_words_trains_the_lstm_and_stops_a_topic_model(tmp_path,
                                                                                  capsys):
     """With no word in --topic-min-docs documents the topic vocabulary is empty: the plain

@@ -152,10 +152,7 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
     --max-steps, or by SIGTERM or Ctrl-C (:mod:`train.stopping`: then, with a checkpoint of
     the last step, it exits with 128 + the signal's number). Returns its metrics.
     ``new_rate``: a resumed run's new learning rate."""
-    from tcnlm_tf import baselines
-    from tcnlm_tf.metrics import perplexity
     from train.stopping import StopRequests
-    from train.trainer import Trainer, count_parameters
 
     print(f"run directory: {run_dir}")
     print(f"corpus {corpus.name}: LM vocabulary {len(corpus.lm_vocab)}, topic vocabulary "
@@ -163,6 +160,20 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
               f"{s} {a.num_documents} docs / "
               f"{a.num_predicted_tokens(config.data.line_end)} tokens"
               for s, a in corpus.splits.items()))
+
+    # a signal during start-up stops training after its first step; one during the test
+    # evaluation lets it finish (train.stopping)
+    with StopRequests() as stop:
+        return _fit_and_test(args, config, corpus, run_dir, strategy, new_rate, stop)
+
+
+def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path,
+                  strategy, new_rate: float | None, stop) -> dict[str, Any]:
+    """:func:`_train`'s work while ``stop`` (a :class:`train.stopping.StopRequests`) records
+    SIGTERM and Ctrl-C."""
+    from tcnlm_tf import baselines
+    from tcnlm_tf.metrics import perplexity
+    from train.trainer import TESTED, Trainer, count_parameters
 
     trainer = Trainer(config, corpus, run_dir, strategy=strategy)
     if args.resume:
@@ -176,14 +187,14 @@ def _train(args: argparse.Namespace, config: RunConfig, corpus, run_dir: Path, s
           f"{trainer.num_replicas} replica(s)"
           + (f" ({'chief' if trainer.chief else 'not the chief'} of a multi-worker cluster)"
              if trainer.multi_worker else ""))
-    with StopRequests() as stop:
-        reason = trainer.fit(stop)
+    reason = trainer.fit(stop)
     if reason == "max_steps":
-        return trainer.write_metrics(stopped="max_steps", parameters=parameters)
+        return trainer.write_metrics(stopped="max_steps", parameters=parameters,
+                                     without=TESTED)
     if reason == "interrupted":
-        trainer.write_metrics(stopped="interrupted", parameters=parameters)
+        trainer.write_metrics(stopped="interrupted", parameters=parameters, without=TESTED)
         print(f"stopped by {stop.cause} after step {trainer.step}: checkpoint in "
-              f"{trainer.manager.directory}; continue with the same command and --resume "
+              f"{trainer.run_files.checkpoints}; continue with the same command and --resume "
               f"--runs-dir {run_dir.parent} --run-name {run_dir.name}",
               file=sys.stderr, flush=True)
         raise SystemExit(stop.exit_code)

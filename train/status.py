@@ -7,7 +7,8 @@ Every run directory (one with a ``config.json``) directly under ``--runs-dir`` o
 down (a comparison's runs, ``<runs-dir>/<comparison>/<run>``) is listed. A run is
 *running* while a process holds its lock (:mod:`tcnlm_tf.runlock`), *finished* once its
 ``metrics.json`` has a test perplexity, and otherwise *to resume* from its newest checkpoint
-(or *not started* without one). Reads files only: it starts no TensorFlow and takes no lock.
+(or *not started* without one). Reads files only: it starts no TensorFlow, and it probes a
+run's lock for an instant without keeping it.
 """
 from __future__ import annotations
 
@@ -37,10 +38,19 @@ def run_directories(root: Path) -> list[Path]:
 
 
 def newest_checkpoint(run: RunDirectory) -> tuple[int, float] | None:
-    """(step, modification time) of the newest training checkpoint, or None."""
-    steps = [(int(m.group(1)), path.stat().st_mtime)
-             for path in run.checkpoints.glob("ckpt-*.index")
-             if (m := re.fullmatch(r"ckpt-(\d+)\.index", path.name))]
+    """(step, modification time) of the newest training checkpoint, or None (none yet, or
+    no ``checkpoints/checkpoint`` file, without which ``--resume`` has nothing to go on
+    from). A file that a running training deletes meanwhile is passed over."""
+    if not run.has_checkpoint():
+        return None
+    steps = []
+    for path in run.checkpoints.glob("ckpt-*.index"):
+        match = re.fullmatch(r"ckpt-(\d+)\.index", path.name)
+        try:
+            if match:
+                steps.append((int(match.group(1)), path.stat().st_mtime))
+        except OSError:
+            continue
     return max(steps) if steps else None
 
 

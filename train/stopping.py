@@ -11,8 +11,8 @@ stops at once, as before (``KeyboardInterrupt``).
 """
 from __future__ import annotations
 
+import os
 import signal
-import sys
 import threading
 
 #: the signals a training stops on, with a checkpoint
@@ -54,9 +54,10 @@ class StopRequests:
             raise KeyboardInterrupt          # Ctrl-C twice: stop now, without a checkpoint
         if self.signal is None:
             self.signal = signal.Signals(number)
-            print(f"{self.signal.name} received: stopping after the current step with a "
-                  "checkpoint (Ctrl-C again stops at once, without one)",
-                  file=sys.stderr, flush=True)
+            # straight to the file descriptor: the handler may run while the main thread is
+            # inside sys.stderr's buffered write, which would refuse a reentrant call
+            os.write(2, f"{self.signal.name} received: stopping after the current step with "
+                        "a checkpoint (Ctrl-C again stops at once, without one)\n".encode())
 
     def __enter__(self) -> "StopRequests":
         if threading.current_thread() is threading.main_thread():

@@ -71,6 +71,9 @@ from tcnlm_tf.run_directory import RunDirectory
 from train.distribution import SUM, is_chief, make_strategy, replica_slice
 from train.stopping import StopRequests
 
+#: the keys of metrics.json that the test evaluation writes: a run that trains on after it
+#: (a raised --epochs) and is stopped no longer has the weights they describe
+TESTED = ("test_perplexity", "test_tokens", "test_tasks", "baselines")
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
               "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value",
@@ -209,7 +212,7 @@ class Trainer:
                             for task in self.tasks}
         self._task_evals = {task.name: tf.function(self._task_eval(task), reduce_retracing=True)
                             for task in self.tasks if task.validate}
-        self._barrier = tf.function(self._distributed_barrier)
+        self._barrier = tf.function(self._distributed_barrier, reduce_retracing=True)
 
     @property
     def step(self) -> int:
@@ -352,15 +355,25 @@ class Trainer:
         out = self.strategy.run(self._replica_eval_step, args=(batch, state))
         return self._reduce(out), out["state"]
 
-    def _distributed_barrier(self):
-        """An all-reduce of a constant: returns once every worker has reached it."""
+    def _distributed_barrier(self, value=None):
+        """An all-reduce of ``value`` (default 1.0), a float scalar: returns its sum over
+        the replicas of every worker once every worker has reached it."""
+        value = tf.ones([]) if value is None else value
         return self.strategy.run(
-            lambda: tf.distribute.get_replica_context().all_reduce(SUM, tf.ones([])))
+            lambda: tf.distribute.get_replica_context().all_reduce(SUM, value))
 
     def barrier(self) -> None:
         """Wait for the other workers (multi-worker only), e.g. for the chief's files."""
         if self.multi_worker:
             self._barrier()
+
+    def stop_agreed(self) -> bool:
+        """Whether any worker was asked to stop (every worker calls this at the same point
+        and gets the same answer; one process needs no collective)."""
+        if not self.multi_worker:
+            return self._stop.requested
+        total = self._barrier(tf.constant(float(self._stop.requested)))
+        return float(self.strategy.experimental_local_results(total)[0]) > 0
 
     def check_weights(self) -> None:
         """:class:`NonFiniteLoss` naming the first weight that is not all finite: such
@@ -456,6 +469,8 @@ class Trainer:
         train = self.config.train
         self._stop = stop or StopRequests()
         while int(self.epoch) < train.epochs:
+            if int(self.bad_epochs) >= train.patience:    # resumed after it stopped early
+                return "early_stopping"
             if train.max_steps is not None and self.step >= train.max_steps:
                 self.log(f"already at {self.step} steps (--max-steps {train.max_steps}): "
                          "nothing to train; give a larger --max-steps to continue")
@@ -468,7 +483,7 @@ class Trainer:
                 return ended
             if self.end_epoch():
                 return "early_stopping"
-            if self._stop.requested:        # during the validation; end_epoch saved
+            if self.stop_agreed():          # asked during the validation; end_epoch saved
                 return "interrupted"
         return "epochs"
 
@@ -492,7 +507,7 @@ class Trainer:
                  if t.order == "after"]
         return datasets, np.concatenate([order] + after).astype(np.int64)
 
-    def train_epoch(self) -> bool:
+    def train_epoch(self) -> str:
         """Train the current epoch (from its checkpointed batch when resumed): every batch of
         the language model (:meth:`train_step`) and of the further tasks, in the epoch's
         order, with the progress line, the ``train/*`` scalars every ``log_every`` steps and
@@ -501,8 +516,9 @@ class Trainer:
         task's loss) at the end. Neither validates nor advances ``epoch``: :meth:`end_epoch`
         does. Returns ``'ended'`` when the epoch ran to its end, ``'max_steps'`` or
         ``'interrupted'`` when ``max_steps`` or a stop request (on any worker) ended it after
-        a language-model step (a training checkpoint saved, :attr:`epoch_summary` left as it
-        was)."""
+        a language-model step, or after its last batch when the request came during that
+        step or the further tasks' batches after it (a training checkpoint saved,
+        :attr:`epoch_summary` left as it was)."""
         train = self.config.train
         epoch = int(self.epoch)
         datasets, order = self._epoch_plan(epoch)
@@ -576,6 +592,9 @@ class Trainer:
                 return "interrupted"
         if window["tokens"]:
             self._log_partial_window(window, sums, task_sums)
+        if self.stop_agreed():              # resumed, the epoch has no batch left to run
+            self._save_training(state)
+            return "interrupted"
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
                               "seconds": elapsed, "tokens_per_sec": epoch_tokens / elapsed,
@@ -728,11 +747,14 @@ class Trainer:
         self.barrier()   # the chief has written best/
         restore_newest_readable(model_checkpoint(self.model), self.run_files.best, self.log)
 
-    def write_metrics(self, **extra: Any) -> dict[str, Any]:
-        """Write ``metrics.json`` (history, best validation perplexity, any ``extra``; the
-        chief only) and return its contents."""
+    def write_metrics(self, without: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
+        """Write ``metrics.json`` (history, best validation perplexity, any ``extra``, less
+        the keys ``without`` that an earlier write left; the chief only) and return its
+        contents."""
         path = self.run_files.metrics
         metrics = json.loads(path.read_text()) if path.is_file() else {}
+        for key in without:
+            metrics.pop(key, None)
         train_tokens = self.corpus.splits["train"].num_predicted_tokens(self.config.data.line_end)
         metrics.update({"dataset": self.config.data.dataset, "model": self.config.model.model,
                         "mode": self.config.model.mode, "epochs": self.history,
