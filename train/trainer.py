@@ -463,8 +463,9 @@ class Trainer:
 
     def fit(self, stop: StopRequests | None = None) -> str:
         """Train until ``epochs``, early stopping, ``max_steps`` or a request in ``stop``
-        (an active :class:`train.stopping.StopRequests`; honoured after the step under way,
-        or after the validation under way, with a checkpoint); returns why it stopped:
+        (an active :class:`train.stopping.StopRequests`; honoured with a checkpoint after
+        the language-model step under way, before the validation of an epoch whose last step
+        it came during, or after the validation under way); returns why it stopped:
         ``'epochs'``, ``'early_stopping'``, ``'max_steps'`` or ``'interrupted'``."""
         train = self.config.train
         self._stop = stop or StopRequests()
@@ -592,8 +593,8 @@ class Trainer:
                 return "interrupted"
         if window["tokens"]:
             self._log_partial_window(window, sums, task_sums)
-        if self.stop_agreed():              # resumed, the epoch has no batch left to run
-            self._save_training(state)
+        if self.stop_agreed():   # asked during the last step or the task batches after it:
+            self._save_training(state)      # resumed, the epoch goes straight to validation
             return "interrupted"
         elapsed = time.perf_counter() - epoch_start
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
