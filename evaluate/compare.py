@@ -83,6 +83,8 @@ RECORD_FILES = ("config", "topics", "coherence", "ablations")
 REPORT_FILES = ("comparison.md", "comparison.json", "valid_curves.png")
 COMMIT_ATTEMPTS = 5
 POLL_SECONDS = 2.0
+#: how soon the loop notices a run that ended or a stop request
+REACT_SECONDS = 0.05
 #: how a training that was sent SIGTERM (or Ctrl-C) ends: train.run's 128 + the signal after
 #: its checkpoint, or the signal itself when it came before train.run could catch it
 STOPPED_EXITS = {128 + signal.SIGTERM, 128 + signal.SIGINT, -signal.SIGTERM, -signal.SIGINT}
@@ -286,6 +288,16 @@ def child_environment(jobs: int = 1) -> dict[str, str]:
     return env
 
 
+def wait_for_any(running: dict, stop) -> None:
+    """Return after ``POLL_SECONDS``, or as soon as one of the ``running`` processes (row ->
+    (Popen, log)) has ended or ``stop`` (a :class:`train.stopping.StopRequests`) was asked
+    for, looking every ``REACT_SECONDS``."""
+    deadline = time.monotonic() + POLL_SECONDS
+    while (time.monotonic() < deadline and not stop.requested
+           and all(process.poll() is None for process, _ in running.values())):
+        time.sleep(REACT_SECONDS)
+
+
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                  on_success: Callable[[str], None] = lambda run: None) -> list[str]:
     """Runs the commands (run name -> command), ``jobs`` at a time, calling
@@ -321,7 +333,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                 running[row] = (subprocess.Popen(
                     commands[row], env=env, stdout=log,
                     stderr=None if log is None else subprocess.STDOUT), log)
-            time.sleep(POLL_SECONDS)
+            wait_for_any(running, stop)
             if stop.requested and not signalled:
                 signalled = True
                 for process, _ in running.values():
