@@ -176,6 +176,17 @@ def parse_rows(text: str) -> list[str]:
     return rows
 
 
+def recorded_settings(directory: Path, what: str) -> dict:
+    """The settings of the comparison whose directory (or ``--record-dir``) ``directory``
+    is, from its :data:`SETTINGS_FILE`; a :class:`UserError` that names the option ``what``
+    gave it when there are none."""
+    path = directory / SETTINGS_FILE
+    if not path.is_file():
+        raise UserError(f"{what} {directory}: no {SETTINGS_FILE} there; give the --record-dir "
+                        "of an `evaluate.compare` run")
+    return json.loads(path.read_text())
+
+
 def check_settings(directory: Path, settings: dict,
                    runs_of: Callable[[str], list[str]] = lambda row: []) -> None:
     """Refuses to mix runs made with different settings in one comparison directory; only
@@ -610,7 +621,10 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
     keys = run_keys(rows, args)
     names = {key: key.name(len(args.num_topics), len(args.seeds), len(args.learning_rates))
              for key in keys}
-    runs_of = lambda row: [names[key] for key in keys if key.row == row]  # noqa: E731
+
+    def runs_of(row: str) -> list[str]:
+        return [names[key] for key in keys if key.row == row]
+
     check_settings(directory, settings(args), runs_of)
     if record_dir is not None:
         check_settings(record_dir, settings(args), runs_of)

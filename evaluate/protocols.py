@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from evaluate.common import records_parser, row_of, row_order
-from evaluate.compare import SETTINGS_FILE
+from evaluate.compare import recorded_settings
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
@@ -55,11 +55,7 @@ def reads_document(model: str) -> bool:
 def settings(directory: Path, what: str) -> dict:
     """The settings of the comparison recorded in ``directory``, its ``--context`` (``rest``
     when its ``train.run`` flags give none) taken out of its flags into ``context``."""
-    path = directory / SETTINGS_FILE
-    if not path.is_file():
-        raise UserError(f"{what} {directory}: no {SETTINGS_FILE} there; give the --record-dir "
-                        "of an `evaluate.compare` run")
-    found = json.loads(path.read_text())
+    found = recorded_settings(directory, what)
     context, kept, flags = "rest", [], iter(found.get("train_args", []))
     for flag in flags:
         if flag == "--context":

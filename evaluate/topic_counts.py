@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from evaluate.common import records_parser, row_of, row_order
-from evaluate.compare import SETTINGS_FILE
+from evaluate.compare import recorded_settings
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
@@ -39,11 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def comparison_settings(directory: Path) -> dict:
     """The comparison's settings without its topic counts (what must agree)."""
-    path = directory / SETTINGS_FILE
-    if not path.is_file():
-        raise UserError(f"--records {directory}: no {SETTINGS_FILE} there; give the "
-                        "--record-dir of an `evaluate.compare` run")
-    settings = json.loads(path.read_text())
+    settings = recorded_settings(directory, "--records")
     settings.pop("num_topics", None)
     settings.pop("data_dir", None)       # where the corpus was, not which
     settings.pop("fixed_budget", None)   # rows without topics may join at a budget
