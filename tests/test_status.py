@@ -19,8 +19,8 @@ def make_run(path, epochs=(), test=None, stopped=None, checkpoint=None, mode="se
     config.model.mode = mode
     config.train.epochs = 30
     config.save(path / "config.json")
-    history = [{"epoch": i + 1, "valid_perplexity": v, "learning_rate": lr}
-               for i, (v, lr) in enumerate(epochs)]
+    history = [{"epoch": i + 1, "valid_perplexity": v, "learning_rate": lr,
+                "seconds": 1200.0 + 600 * i} for i, (v, lr) in enumerate(epochs)]
     if history or test is not None:
         metrics = {"epochs": history, **({"test_perplexity": test} if test else {}),
                    **({"stopped": stopped} if stopped else {})}
@@ -61,6 +61,9 @@ def test_every_run_with_its_state_epochs_best_and_newest_checkpoint(runs, capsys
     assert (lstm["state"], lstm["epochs"], lstm["best valid (epoch)"], lstm["lr"],
             lstm["test ppl"]) == ("finished (patience)", "3/30", "80.50 (2)", "0.0005", "82.25")
     assert lstm["newest checkpoint"] == "step 30, 10 min ago"
+    assert lstm["train time"] == "1.5 h (30 min/epoch)"   # 20 + 30 + 40 minutes
+    assert rows["pd"]["train time"] == "20 min (20 min/epoch)"
+    assert rows["fresh"]["train time"] == "-"
     assert rows["cmp/tcnlm"]["state"] == "to resume"
     assert rows["pd"]["state"] == f"running (process {os.getpid()} on {os.uname().nodename})"
     assert rows["pd"]["model"] == "lstm (stream)"
