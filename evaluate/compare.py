@@ -355,7 +355,7 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                     continue
                 if log is not None:
                     log.close()
-                    print(f"== {row}: finished (exit {process.returncode})", flush=True)
+                    print(f"== {row}: its process ended (exit {process.returncode})", flush=True)
                 del running[row]
                 if stop.requested and process.returncode in STOPPED_EXITS:
                     stopped.append(row)
