@@ -178,6 +178,15 @@ def coherence_table(entries: dict[tuple, dict]) -> str | None:
     return "\n".join(lines) + "\n"
 
 
+def topic_label(entry: dict) -> str:
+    """``row, T=n``: the comparison's topic count, or for a row that keeps its own (e.g. the
+    naive MoE's 30 experts) the ``T=n`` of its size."""
+    if entry["topics"] is not None:
+        return f"{entry['row']}, T={entry['topics']}"
+    own = [part for part in entry["size"].split(", ") if part.startswith("T=")]
+    return ", ".join([entry["row"], *own])
+
+
 def ablation_table(entries: dict[tuple, dict]) -> str | None:
     """Test perplexity (mean over seeds) with the model's own topics, another document's
     (shuffled) and uninformative ones (``uniform``: proportions 1/T, Topic-RNN's theta at its
@@ -191,8 +200,7 @@ def ablation_table(entries: dict[tuple, dict]) -> str | None:
         own = e["test"][0]
         cells = [f"{e['ablations'][s]:.2f} ({e['ablations'][s] / own:.3f}×)"
                  for s in ("shuffled", "uniform")]
-        label = e["row"] + (f", T={e['topics']}" if e["topics"] is not None else "")
-        lines.append(f"| {label} | {own:.2f} | " + " | ".join(cells) + " |")
+        lines.append(f"| {topic_label(e)} | {own:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,8 +4,8 @@ training-token axis of the curves."""
 import numpy as np
 import pytest
 
-from evaluate.compare_report import (RunKey, aggregate, coherence_table, curves, table,
-                                     training_tokens)
+from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
+                                     curves, table, training_tokens)
 
 
 def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping"):
@@ -72,3 +72,16 @@ def test_training_tokens_from_the_split_or_from_rate_times_time(per_epoch, expec
     m["train_tokens_per_epoch"] = per_epoch   # runs of earlier versions lack it
     assert training_tokens(m) == expected
     assert curves({"run": m})["run"] == list(zip(expected, [130, 120, 110]))
+
+
+def test_ablation_rows_name_their_topic_count_from_the_comparison_or_their_own_size():
+    """A row trained at the comparison's --num-topics shows it; a row that keeps its own
+    topic count (the naive MoE's 30 experts, no key topics) shows the T of its size."""
+    moe = {**metrics(95, 100), "size": "1x100, T=30",
+           "ablations": {"shuffled": 130.0, "uniform": 120.0}}
+    runs = {RunKey("tcnlm", 50, 0, 1e-3): {**metrics(90, 90), "size": "1x8, T=50",
+                                          "ablations": {"shuffled": 99.0, "uniform": 93.0}},
+            RunKey("moe", None, 0, 1e-3): moe}
+    lines = ablation_table(aggregate(runs, fixed={})).splitlines()
+    assert lines[2].startswith("| tcnlm, T=50 | 90.00 | 99.00 (1.100×) | 93.00 (1.033×) |")
+    assert lines[3].startswith("| moe, T=30 | 100.00 | 130.00 (1.300×) | 120.00 (1.200×) |")
