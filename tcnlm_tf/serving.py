@@ -228,14 +228,18 @@ class ServingModule(tf.Module):
     def model(self):
         return self._holder.model
 
-    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        """Signature name -> concrete function, for ``tf.saved_model.save``."""
+    def signatures(self) -> dict[str, tf.types.experimental.PolymorphicFunction]:
+        """Signature name -> ``tf.function`` (each with its input signature), for
+        ``tf.saved_model.save``. Functions, not their concrete functions: ``save`` traces
+        each one once, in its save context, for the signature and for the module's attribute
+        alike, where a concrete function traced beforehand was traced a second time there
+        (half of an export's time)."""
         functions = {"serving_default": self.score_sentences, "score": self.score,
                      "next_words": self.next_words, "generate": self.generate}
         if self.topic_model:
             functions.update(infer_topics=self.infer_topics,
                              generate_from_document=self.generate_from_document)
-        return {name: fn.get_concrete_function() for name, fn in functions.items()}
+        return functions
 
     # ------------------------------------------------------------------ text -> ids
     def _word_ids(self, text: tf.Tensor) -> tf.RaggedTensor:
