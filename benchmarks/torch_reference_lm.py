@@ -27,6 +27,10 @@ import math
 import time
 from pathlib import Path
 
+from benchmarks.harness import Parser
+from tcnlm_tf.arguments import finite_float, integer, random_seed
+from tcnlm_tf.errors import exit_on_user_error
+
 
 def read_stream(path: Path, vocab: dict[str, int] | None) -> tuple[list[int], dict[str, int]]:
     """The file's tokens as ids, lines concatenated without ``<eos>``. With ``vocab=None``
@@ -41,26 +45,60 @@ def read_stream(path: Path, vocab: dict[str, int] | None) -> tuple[list[int], di
     return [vocab.get(t, unk) for t in tokens], vocab
 
 
+def positive(text: str) -> float:
+    """argparse type: a finite float above 0."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+    return value
+
+
+def dropout(text: str) -> float:
+    """argparse type: a rate in [0, 1)."""
+    value = finite_float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
+    return value
+
+
+@exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m benchmarks.torch_reference_lm",
-                                description=__doc__.split("\n\n")[0])
+    p = Parser(allow_abbrev=False, prog="python -m benchmarks.torch_reference_lm",
+               description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, required=True,
                    help="directory holding train.txt, valid.txt, test.txt")
     p.add_argument("--output", type=Path, required=True, help="JSON lines, one per epoch")
-    p.add_argument("--emsize", type=int, default=650)
-    p.add_argument("--nhid", type=int, default=650)
-    p.add_argument("--nlayers", type=int, default=2)
-    p.add_argument("--dropout", type=float, default=0.6)
-    p.add_argument("--lr", type=float, default=20.0)
-    p.add_argument("--clip", type=float, default=0.25)
-    p.add_argument("--epochs", type=int, default=80)
-    p.add_argument("--batch-size", type=int, default=20)
-    p.add_argument("--eval-batch-size", type=int, default=10)
-    p.add_argument("--bptt", type=int, default=35)
-    p.add_argument("--seed", type=int, default=1111)
-    p.add_argument("--time-limit", type=float, default=None,
+    p.add_argument("--emsize", type=integer(1), default=650,
+                   help="embedding size (default: 650, the medium model)")
+    p.add_argument("--nhid", type=integer(1), default=650,
+                   help="LSTM units, equal to --emsize (tied; default: 650)")
+    p.add_argument("--nlayers", type=integer(1), default=2, help="LSTM layers (default: 2)")
+    p.add_argument("--dropout", type=dropout, default=0.6,
+                   help="embedding, between-layer and output dropout (default: 0.6)")
+    p.add_argument("--lr", type=positive, default=20.0,
+                   help="initial SGD learning rate (default: 20)")
+    p.add_argument("--clip", type=positive, default=0.25,
+                   help="gradient norm clip (default: 0.25)")
+    p.add_argument("--epochs", type=integer(1), default=80,
+                   help="epochs (default: 80, the authors' README)")
+    p.add_argument("--batch-size", type=integer(1), default=20,
+                   help="training lanes (default: 20)")
+    p.add_argument("--eval-batch-size", type=integer(1), default=10,
+                   help="evaluation lanes (default: 10, the authors' eval_batch_size)")
+    p.add_argument("--bptt", type=integer(1), default=35,
+                   help="steps per window (default: 35)")
+    p.add_argument("--seed", type=random_seed, default=1111,
+                   help="torch.manual_seed (default: 1111, the script's)")
+    p.add_argument("--time-limit", type=positive, default=None,
                    help="stop after the epoch that ends past this many seconds, then test")
     args = p.parse_args(argv)
+    if args.nhid != args.emsize:
+        p.error(f"--nhid {args.nhid} must equal --emsize {args.emsize}: the decoder is tied "
+                "to the embedding")
+    for name in ("train", "valid", "test"):
+        if not (args.data_dir / f"{name}.txt").is_file():
+            p.error(f"{args.data_dir / f'{name}.txt'} not found: --data-dir must hold "
+                    "train.txt, valid.txt and test.txt")
 
     import torch
     from torch import nn
@@ -75,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     def lanes(ids: list[int], batch: int) -> torch.Tensor:
         """[rows, batch]: the stream cut into ``batch`` contiguous lanes (remainder dropped)."""
         rows = len(ids) // batch
+        if rows < 2:
+            p.error(f"a split of {len(ids)} tokens is too short for {batch} lanes: give "
+                    "fewer lanes or a longer split")
         return torch.tensor(ids[:rows * batch], device=device).view(batch, rows).t().contiguous()
 
     data = {"train": lanes(splits["train"], args.batch_size),
@@ -89,8 +130,6 @@ def main(argv: list[str] | None = None) -> None:
             self.encoder = nn.Embedding(V, args.emsize)
             self.rnn = nn.LSTM(args.emsize, args.nhid, args.nlayers, dropout=args.dropout)
             self.decoder = nn.Linear(args.nhid, V)
-            if args.nhid != args.emsize:
-                raise SystemExit("error: tied weights need --nhid equal to --emsize")
             self.decoder.weight = self.encoder.weight
             nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
             nn.init.zeros_(self.decoder.bias)
