@@ -5,7 +5,10 @@ perplexity and learning rate per epoch, from its ``metrics.json``, as a PNG (def
 The learning rate is the one each epoch trained at (it is halved after an epoch without a
 better validation perplexity), so a plateau and the halving it causes show side by side.
 ``--reference 105.35`` draws a published validation perplexity as a horizontal line (e.g.
-the SDLM paper's tied medium LSTM on People's Daily).
+the SDLM paper's tied medium LSTM on People's Daily). ``--reference-curve FILE`` draws
+another implementation's curve beside the run's, from the JSON lines that
+``python -m benchmarks.torch_reference_lm`` writes (the authors' recipe in PyTorch), and
+prints each epoch's ratio of the run's validation perplexity to it.
 """
 from __future__ import annotations
 
@@ -41,9 +44,31 @@ def epochs_of(run_dir: Path) -> list[dict]:
     return epochs
 
 
-def curve_png(epochs: list[dict], title: str, reference: float | None = None) -> bytes:
+def reference_epochs(path: Path) -> list[dict]:
+    """The epochs of a reference curve (``--reference-curve``: JSON lines with ``epoch``,
+    ``valid_ppl`` and ``lr``, as ``benchmarks.torch_reference_lm`` writes them), each as
+    :func:`epochs_of` gives a run's."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+    except OSError as error:
+        raise UserError(f"cannot read --reference-curve {path}: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"--reference-curve {path} is not JSON lines; give the --output of "
+                        "`python -m benchmarks.torch_reference_lm`") from None
+    epochs = [{"epoch": r["epoch"], "valid_perplexity": r["valid_ppl"], "learning_rate": r["lr"]}
+              for r in records if isinstance(r, dict) and {"epoch", "valid_ppl", "lr"} <= r.keys()]
+    if not epochs:
+        raise UserError(f"--reference-curve {path} has no epoch line (with epoch, valid_ppl "
+                        "and lr); give the --output of `python -m benchmarks.torch_reference_lm`")
+    return epochs
+
+
+def curve_png(epochs: list[dict], title: str, reference: float | None = None,
+              other: list[dict] | None = None) -> bytes:
     """PNG bytes: validation perplexity (log scale, left axis) and learning rate (log scale,
-    right axis, a step line) against the epoch."""
+    right axis, a step line) against the epoch; ``other``, a reference curve's epochs, drawn
+    the same way in other colours."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -54,6 +79,10 @@ def curve_png(epochs: list[dict], title: str, reference: float | None = None) ->
              if math.isfinite(e["valid_perplexity"])]
     ax.plot(*zip(*valid), marker="o", markersize=3, color="tab:blue",
             label="validation perplexity")
+    if other:
+        ax.plot([e["epoch"] for e in other], [e["valid_perplexity"] for e in other],
+                marker="s", markersize=2, color="tab:purple", linewidth=1,
+                label="reference curve: validation perplexity")
     if reference is not None:
         ax.axhline(reference, color="tab:green", linestyle="--",
                    label=f"published: {reference:g}")
@@ -64,6 +93,10 @@ def curve_png(epochs: list[dict], title: str, reference: float | None = None) ->
     rate = ax.twinx()
     rate.step(x, [e["learning_rate"] for e in epochs], where="mid", color="tab:red",
               label="learning rate")
+    if other:
+        rate.step([e["epoch"] for e in other], [e["learning_rate"] for e in other],
+                  where="mid", color="tab:orange", linestyle=":",
+                  label="reference curve: learning rate")
     rate.set_yscale("log")
     rate.set_ylabel("learning rate")
     lines = ax.get_legend_handles_labels()
@@ -81,15 +114,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    help="PNG to write (default: RUN/learning_curve.png)")
     p.add_argument("--reference", type=perplexity_value, default=None, metavar="PERPLEXITY",
                    help="a published validation perplexity (>= 1), drawn as a horizontal line")
+    p.add_argument("--reference-curve", type=Path, default=None, metavar="FILE",
+                   help="another implementation's curve to draw beside the run's: the JSON "
+                        "lines of `python -m benchmarks.torch_reference_lm --output FILE`")
     p.add_argument("--title", default=None, help="plot title (default: the run's name)")
     args = p.parse_args(argv)
     epochs = epochs_of(args.run)
+    other = reference_epochs(args.reference_curve) if args.reference_curve else None
+    by_epoch = {e["epoch"]: e["valid_perplexity"] for e in other or []}
     for e in epochs:
-        print(f"epoch {e['epoch']}: valid perplexity {e['valid_perplexity']:.2f}, "
-              f"learning rate {e['learning_rate']:g}")
+        line = (f"epoch {e['epoch']}: valid perplexity {e['valid_perplexity']:.2f}, "
+                f"learning rate {e['learning_rate']:g}")
+        if e["epoch"] in by_epoch:
+            line += (f"; reference {by_epoch[e['epoch']]:.2f} "
+                     f"(ratio {e['valid_perplexity'] / by_epoch[e['epoch']]:.3f})")
+        print(line)
     output = args.output or args.run / "learning_curve.png"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(curve_png(epochs, args.title or args.run.name, args.reference))
+    output.write_bytes(curve_png(epochs, args.title or args.run.name, args.reference, other))
     print(f"written to {output}")
     return epochs
 

@@ -1,5 +1,7 @@
 """``evaluate.curve``: a run's validation perplexity and learning rate per epoch, printed and
-drawn, from a hand-made ``metrics.json`` (no training); one-line errors without epochs."""
+drawn, from a hand-made ``metrics.json`` (no training), beside a reference curve in
+``benchmarks.torch_reference_lm``'s JSON lines; one-line errors without epochs and for a
+reference curve that is not one."""
 import json
 
 import pytest
@@ -36,4 +38,44 @@ def test_a_run_without_epochs_is_a_one_line_error(tmp_path, capsys, metrics, mes
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "learning_curve.png").exists()
+
+
+REFERENCE = [{"vocab": 9, "lr": "20.0"},                       # the header: flags as text
+             {"epoch": 1, "lr": 20.0, "valid_ppl": 439.12, "valid_ppl_exact": 439.37},
+             {"epoch": 2, "lr": 20.0, "valid_ppl": 290.61, "valid_ppl_exact": 290.76},
+             {"test_ppl": 250.0, "best_valid_ppl": 290.61, "epochs": 2}]
+
+
+def test_a_reference_curve_is_drawn_and_each_shared_epoch_gets_its_ratio(tmp_path, capsys):
+    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
+    (tmp_path / "ref.jsonl").write_text("\n".join(json.dumps(r) for r in REFERENCE) + "\n")
+    main(["--run", str(tmp_path), "--output", str(tmp_path / "plain.png")])
+    capsys.readouterr()
+    main(["--run", str(tmp_path), "--reference-curve", str(tmp_path / "ref.jsonl")])
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        f"epoch 1: valid perplexity 542.35, learning rate 20; reference 439.12 "
+        f"(ratio {542.35 / 439.12:.3f})",
+        f"epoch 2: valid perplexity 330.41, learning rate 20; reference 290.61 "
+        f"(ratio {330.41 / 290.61:.3f})",
+        "epoch 3: valid perplexity 331.00, learning rate 10"]
+    png = (tmp_path / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and png != (tmp_path / "plain.png").read_bytes()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read --reference-curve"),
+    ("not json\n", "is not JSON lines"),
+    (json.dumps({"test_ppl": 1.0}) + "\n", "has no epoch line"),
+])
+def test_a_bad_reference_curve_is_a_one_line_error(tmp_path, capsys, content, message):
+    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
+    if content is not None:
+        (tmp_path / "ref.jsonl").write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--run", str(tmp_path), "--reference-curve", str(tmp_path / "ref.jsonl")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "learning_curve.png").exists()
