@@ -51,6 +51,32 @@ def test_unigram_worse_than_lstm_worse_than_oracle(sentence_run):
     assert metrics["test_tokens"] > 0
 
 
+def test_a_run_trained_on_past_its_end_drops_its_old_test_until_it_ends_again(
+        workdir, monkeypatch):
+    """A finished run resumed with a larger --epochs (as evaluate.compare does for rows that
+    stopped on a lower cap): from its first new epoch on, metrics.json has neither the old
+    test perplexity nor the old stop reason, so a process killed before the new end leaves a
+    run that train.status and evaluate.compare see as unfinished, not as finished with a test
+    of other weights; the new end writes both again."""
+    args = TINY_EPOCH + common(workdir) + ["--run-name", "trained-on"]
+    first = main(args)
+    assert first["stopped"] == "epochs" and "test_perplexity" in first
+
+    def killed(self):
+        raise RuntimeError("killed before the test")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "restore_best", killed)
+        with pytest.raises(RuntimeError, match="killed before the test"):
+            main(args + ["--resume", "--epochs", "2"])
+    metrics = json.loads((workdir / "runs" / "trained-on" / "metrics.json").read_text())
+    assert len(metrics["epochs"]) == 2
+    assert not {"test_perplexity", "test_tokens", "baselines", "stopped"} & metrics.keys()
+    again = main(args + ["--resume", "--epochs", "2"])
+    assert again["stopped"] == "epochs" and len(again["epochs"]) == 2
+    assert "test_perplexity" in again
+
+
 def test_resume_at_max_steps_trains_nothing(workdir, capsys):
     """Resuming a run that stopped at --max-steps N with the same N trains no step (it once
     trained one more) and keeps its weights."""

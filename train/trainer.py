@@ -732,7 +732,9 @@ class Trainer:
         self.epoch.assign(epoch)
         self.batch_in_epoch.assign(0)
         self._save_training()
-        self.write_metrics()
+        # a run trained on past an earlier end (a larger --epochs with --resume) no longer
+        # has the weights its test perplexity and stop reason were for: they go until it ends
+        self.write_metrics(without=TESTED + ("stopped",))
         tasks = "".join(f", {task.name} loss {self.epoch_summary[task.name + '_loss']:.4f}"
                         for task in self.tasks)
         self.log(f"epoch {epoch}: train loss {self.epoch_summary['train_loss']:.4f}{tasks}, "
