@@ -56,11 +56,15 @@ def reference_epochs(path: Path) -> list[dict]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise UserError(f"--reference-curve {path} is not JSON lines; give the --output of "
                         "`python -m benchmarks.torch_reference_lm`") from None
+    numbers = (int, float)
     epochs = [{"epoch": r["epoch"], "valid_perplexity": r["valid_ppl"], "learning_rate": r["lr"]}
-              for r in records if isinstance(r, dict) and {"epoch", "valid_ppl", "lr"} <= r.keys()]
+              for r in records if isinstance(r, dict) and isinstance(r.get("epoch"), int)
+              and isinstance(r.get("valid_ppl"), numbers) and isinstance(r.get("lr"), numbers)
+              and r["valid_ppl"] > 0 and r["lr"] > 0]
     if not epochs:
-        raise UserError(f"--reference-curve {path} has no epoch line (with epoch, valid_ppl "
-                        "and lr); give the --output of `python -m benchmarks.torch_reference_lm`")
+        raise UserError(f"--reference-curve {path} has no epoch line (an epoch number and a "
+                        "positive valid_ppl and lr); give the --output of "
+                        "`python -m benchmarks.torch_reference_lm`")
     return epochs
 
 

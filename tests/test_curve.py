@@ -68,6 +68,7 @@ def test_a_reference_curve_is_drawn_and_each_shared_epoch_gets_its_ratio(tmp_pat
     (None, "cannot read --reference-curve"),
     ("not json\n", "is not JSON lines"),
     (json.dumps({"test_ppl": 1.0}) + "\n", "has no epoch line"),
+    (json.dumps({"epoch": 1, "valid_ppl": "439", "lr": 20.0}) + "\n", "has no epoch line"),
 ])
 def test_a_bad_reference_curve_is_a_one_line_error(tmp_path, capsys, content, message):
     (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
