@@ -30,6 +30,7 @@ from pathlib import Path
 from benchmarks.harness import Parser
 from tcnlm_tf.arguments import finite_float, integer, random_seed
 from tcnlm_tf.errors import exit_on_user_error
+from tcnlm_tf.options import rate
 
 
 def read_stream(path: Path, vocab: dict[str, int] | None) -> tuple[list[int], dict[str, int]]:
@@ -54,9 +55,9 @@ def positive(text: str) -> float:
 
 
 def dropout(text: str) -> float:
-    """argparse type: a rate in [0, 1)."""
+    """argparse type: a dropout rate (:func:`tcnlm_tf.options.rate`: in [0, 1))."""
     value = finite_float(text)
-    if not 0 <= value < 1:
+    if not rate(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
     return value
 
