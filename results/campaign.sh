@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The long trainings behind RESULTS.md's open tables, started and stopped as one campaign.
+#
+#   bash results/campaign.sh start    # resume every unfinished run (or start it), in the background
+#   bash results/campaign.sh stop     # SIGTERM them and wait: each saves a checkpoint and exits
+#   bash results/campaign.sh status   # which campaign processes run, and train.status of the runs
+#
+# The runs live outside the checkout, in $TCNLM_RUNS_DIR (default ~/runs), so that they outlive
+# a checkout laid anew; a lost machine still loses an unfinished run, which is why every
+# finished row's record is committed under results/ by the comparison itself.
+# `start` runs the code of a frozen copy of HEAD (/work/campaign-<commit>, made with
+# git archive beside the checkout), so that editing the checkout never changes code under a
+# running training; it then removes the frozen copies that no process works from any more.
+# It refuses to start while a campaign process runs (stop first, then start again).
+set -euo pipefail
+
+CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUNS=${TCNLM_RUNS_DIR:-$HOME/runs}
+PY=$CHECKOUT/.venv/bin/python
+PARENT=$(dirname "$CHECKOUT")
+PATTERN='(evaluate\.compare|train\.run|train\.worker).*(--runs-dir|i26-apnews|i29|i31)'
+
+campaign_pids() { pgrep -f "$PATTERN" || true; }
+
+start() {
+    if [ -n "$(campaign_pids)" ]; then
+        echo "campaign.sh: campaign processes are running (pids $(campaign_pids | tr '\n' ' '));" \
+             "run 'bash results/campaign.sh stop' first" >&2
+        exit 1
+    fi
+    [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
+    local commit frozen
+    commit=$(git -C "$CHECKOUT" rev-parse --short HEAD)
+    frozen=$PARENT/campaign-$commit
+    if [ ! -d "$frozen" ]; then
+        mkdir -p "$frozen.tmp"
+        git -C "$CHECKOUT" archive HEAD | tar -x -C "$frozen.tmp"
+        mv "$frozen.tmp" "$frozen"
+    fi
+    mkdir -p "$RUNS/i29"
+    cd "$frozen"
+    export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
+
+    # Issue 26: the converged APNEWS table (RESULTS.md, "The converged APNEWS table").
+    nohup "$PY" -m evaluate.compare --dataset apnews --data-dir ../shared/data \
+        --models lstm,tcnlm,lstm-document,tdlm,lclm,lda_lstm,topic_rnn,lstm-1x1000,tcnlm-constant-t,moe,sdlm,lstm-tied,lstm-mos \
+        --fixed-budget moe=10,sdlm=10,lstm-tied=10,lstm-mos=10 \
+        --num-topics 50 --max-epochs 30 --jobs 2 --ablations --name i26-apnews \
+        --record-dir "$CHECKOUT/results/i26-apnews" --commit-records --cache-dir "$RUNS/cache" \
+        -- --topic-min-docs 10 --stopwords ../shared/data/stopwords/mallet-en.txt \
+        >> "$RUNS/i26-apnews.log" 2>&1 &
+    echo "started issue 26's comparison (pid $!, log $RUNS/i26-apnews.log)"
+
+    # Issue 29: People's Daily tied medium LSTM (RESULTS.md, People's Daily section); one
+    # thread, as it shares the 2 cores with the comparison's two rows.
+    local resume=()
+    [ -d "$RUNS/i29/pd-tied-medium-none/checkpoints" ] && resume=(--resume)
+    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 nohup "$PY" -m train.run \
+        --dataset peoples_daily --data-dir ../shared/data --preset medium \
+        --decoder softmax --tie-embeddings --dropout 0.6 --mode stream --line-end none \
+        --seq-len 35 --batch-size 20 --optimizer sgd --learning-rate 20 --clip-norm 0.25 \
+        --min-freq 1 --epochs 80 --patience 80 --runs-dir "$RUNS/i29" \
+        --run-name pd-tied-medium-none "${resume[@]}" \
+        >> "$RUNS/i29/pd-tied-medium-none.log" 2>&1 &
+    echo "started issue 29's run (pid $!, log $RUNS/i29/pd-tied-medium-none.log)"
+
+    sleep 5
+    local copy
+    for copy in "$PARENT"/campaign-*; do
+        [ "$copy" = "$frozen" ] && continue
+        if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
+            rm -rf "$copy"
+            echo "removed the old frozen copy $copy"
+        fi
+    done
+}
+
+stop() {
+    local pids
+    pids=$(campaign_pids)
+    if [ -z "$pids" ]; then
+        echo "no campaign process is running"
+        return
+    fi
+    # SIGTERM the comparisons first (they pass it on to their rows), then the single runs.
+    kill -TERM $pids 2>/dev/null || true
+    local waited=0
+    while [ -n "$(campaign_pids)" ] && [ $waited -lt 300 ]; do
+        sleep 5
+        waited=$((waited + 5))
+    done
+    if [ -n "$(campaign_pids)" ]; then
+        echo "campaign.sh: still running after ${waited}s: $(campaign_pids | tr '\n' ' ')" >&2
+        exit 1
+    fi
+    echo "stopped (${waited}s); each run saved a checkpoint: 'bash results/campaign.sh start' resumes"
+}
+
+status() {
+    local pids
+    pids=$(campaign_pids)
+    if [ -n "$pids" ]; then
+        ps -o pid,etime,args -p "$(echo $pids | tr ' ' ',')" | cut -c1-200
+    else
+        echo "no campaign process is running"
+    fi
+    "$PY" -m train.status --runs-dir "$RUNS"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) echo "usage: bash results/campaign.sh start|stop|status" >&2; exit 2 ;;
+esac
