@@ -18,7 +18,7 @@ CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUNS=${TCNLM_RUNS_DIR:-$HOME/runs}
 PY=$CHECKOUT/.venv/bin/python
 PARENT=$(dirname "$CHECKOUT")
-PATTERN='(evaluate\.compare|train\.run|train\.worker).*(--runs-dir|i26-apnews|i29|i31)'
+PATTERN='(evaluate\.compare|train\.run|train\.worker).*(--runs-dir|i26-apnews|i29|i31)|compare\(\) \{'
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -41,15 +41,31 @@ start() {
     cd "$frozen"
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
-    # Issue 26: the converged APNEWS table (RESULTS.md, "The converged APNEWS table").
-    nohup "$PY" -m evaluate.compare --dataset apnews --data-dir ../shared/data \
-        --models lstm,tcnlm,lstm-document,tdlm,lclm,lda_lstm,topic_rnn,lstm-1x1000,tcnlm-constant-t,moe,sdlm,lstm-tied,lstm-mos \
-        --fixed-budget moe=10,sdlm=10,lstm-tied=10,lstm-mos=10 \
-        --num-topics 50 --max-epochs 30 --jobs 2 --ablations --name i26-apnews \
-        --record-dir "$CHECKOUT/results/i26-apnews" --commit-records --cache-dir "$RUNS/cache" \
-        -- --topic-min-docs 10 --stopwords ../shared/data/stopwords/mallet-en.txt \
-        >> "$RUNS/i26-apnews.log" 2>&1 &
-    echo "started issue 26's comparison (pid $!, log $RUNS/i26-apnews.log)"
+    # One after the other in two slots (--jobs 2), each comparison starting once the one
+    # before has finished every row (a stopped one ends the chain; `start` resumes it):
+    # issue 26's converged APNEWS table (RESULTS.md, "The converged APNEWS table"), then
+    # issue 31's topic rows under the causal protocol and TCNLM and TDLM at 100 and 150
+    # topics (the same corpus, preset, seed and stopping rule; the 50-topic rows of the
+    # coherence table are issue 26's).
+    local stop_words=../shared/data/stopwords/mallet-en.txt
+    nohup bash -c '
+        compare() { "$0" -m evaluate.compare --dataset apnews --data-dir ../shared/data \
+            --max-epochs 30 --jobs 2 --cache-dir "$1/cache" --commit-records "${@:2}"; }
+        compare "$1" --models lstm,tcnlm,lstm-document,tdlm,lclm,lda_lstm,topic_rnn,lstm-1x1000,tcnlm-constant-t,moe,sdlm,lstm-tied,lstm-mos \
+            --fixed-budget moe=10,sdlm=10,lstm-tied=10,lstm-mos=10 --num-topics 50 --ablations \
+            --name i26-apnews --record-dir "$2/results/i26-apnews" \
+            -- --topic-min-docs 10 --stopwords "$3" >> "$1/i26-apnews.log" 2>&1 &&
+        compare "$1" --models tcnlm,tdlm,lda_lstm,topic_rnn,tcnlm-constant-t --num-topics 50 \
+            --ablations --name i31-apnews-preceding \
+            --record-dir "$2/results/i31-apnews-preceding" \
+            -- --context preceding --topic-min-docs 10 --stopwords "$3" \
+            >> "$1/i31-apnews-preceding.log" 2>&1 &&
+        compare "$1" --models tcnlm,tdlm --num-topics 100,150 --name i31-apnews-topics \
+            --record-dir "$2/results/i31-apnews-topics" \
+            -- --topic-min-docs 10 --stopwords "$3" >> "$1/i31-apnews-topics.log" 2>&1
+    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" > /dev/null 2>&1 &
+    echo "started the comparisons of issues 26 and 31 (pid $!, logs $RUNS/i26-apnews.log," \
+         "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log)"
 
     # Issue 29: People's Daily tied medium LSTM (RESULTS.md, People's Daily section); one
     # thread, as it shares the 2 cores with the comparison's two rows.

