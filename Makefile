@@ -30,14 +30,15 @@ demo: install
 	$(PY) -m train.run
 
 ## test: the whole test suite (small configurations, synthetic corpus; < 15 min on 2 cores),
-## in 2 processes (pytest-xdist; each test file stays in one, see tests/conftest.py).
+## in 3 processes (pytest-xdist; each test file stays in one, see tests/conftest.py): a
+## third keeps the 2 cores busy while a test waits on the subprocesses it starts.
 test: install
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 3 --dist loadfile tests
 
 ## test-fast: the unit tests only (every test not marked slow: no tiny training runs or
 ## exports; about a minute), for the edit-test loop. CI runs `make test`.
 test-fast: install
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" tests
+	$(PY) -m pytest -q -n 3 --dist loadfile -m "not slow" tests
 
 ## lint: ruff with the configuration in pyproject.toml (pyflakes and pycodestyle, 100
 ## columns); CI runs it before the tests.

@@ -61,7 +61,7 @@ EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py"}
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Under ``pytest -n 2 --dist loadfile`` (``make test``) every test file runs in one
+    """Under ``pytest -n 3 --dist loadfile`` (``make test``) every test file runs in one
     process, in order (module fixtures are built once and some tests build on the previous
     one's run), and the files that share ``exports`` (:data:`EXPORT_FILES`) run in the same
     one, so it is built once: pytest-xdist's file scheduling with those files as one scope.
