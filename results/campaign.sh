@@ -46,11 +46,11 @@ start() {
     # issue 26's converged APNEWS table (RESULTS.md, "The converged APNEWS table"), then
     # issue 31's topic rows under the causal protocol and TCNLM and TDLM at 100 and 150
     # topics (the same corpus, preset, seed and stopping rule; the 50-topic rows of the
-    # coherence table are issue 26's); then issue 26's MoS row trained on to convergence
-    # from a copy of its 10-epoch run, as its tied LSTM was (`i26-apnews-tied`): every one
-    # of its 10 epochs improved, so no learning rate was halved and going on under the
-    # rule equals having trained under it (without the copy, a machine lost meanwhile, it
-    # trains from epoch 1 under the same rule).
+    # coherence table are issue 26's); then issue 26's MoS and SDLM rows trained on to
+    # convergence from copies of their 10-epoch runs, as its tied LSTM was
+    # (`i26-apnews-tied`): every one of their 10 epochs improved, so no learning rate was
+    # halved and going on under the rule equals having trained under it (without a copy, a
+    # machine lost meanwhile, the row trains from epoch 1 under the same rule).
     local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         compare() { "$0" -m evaluate.compare --dataset apnews --data-dir ../shared/data \
@@ -67,15 +67,15 @@ start() {
         compare "$1" --models tcnlm,tdlm --num-topics 100,150 --name i31-apnews-topics \
             --record-dir "$2/results/i31-apnews-topics" \
             -- --topic-min-docs 10 --stopwords "$3" >> "$1/i31-apnews-topics.log" 2>&1 &&
-        { mkdir -p "$1/i26-apnews-mos"; [ -d "$1/i26-apnews-mos/lstm-mos" ] ||
-          [ ! -d "$1/i26-apnews/lstm-mos" ] ||
-          cp -a "$1/i26-apnews/lstm-mos" "$1/i26-apnews-mos/lstm-mos"; } &&
-        compare "$1" --models lstm-mos --num-topics 50 --name i26-apnews-mos \
-            --record-dir "$2/results/i26-apnews-mos" \
-            -- --topic-min-docs 10 --stopwords "$3" >> "$1/i26-apnews-mos.log" 2>&1
+        { mkdir -p "$1/i26-apnews-decoders"; for row in lstm-mos sdlm; do
+            [ -d "$1/i26-apnews-decoders/$row" ] || [ ! -d "$1/i26-apnews/$row" ] ||
+            cp -a "$1/i26-apnews/$row" "$1/i26-apnews-decoders/$row"; done; } &&
+        compare "$1" --models lstm-mos,sdlm --num-topics 50 --name i26-apnews-decoders \
+            --record-dir "$2/results/i26-apnews-decoders" \
+            -- --topic-min-docs 10 --stopwords "$3" >> "$1/i26-apnews-decoders.log" 2>&1
     ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" > /dev/null 2>&1 &
     echo "started the comparisons of issues 26 and 31 (pid $!, logs $RUNS/i26-apnews.log," \
-         "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log, $RUNS/i26-apnews-mos.log)"
+         "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log, $RUNS/i26-apnews-decoders.log)"
 
     # Issue 29: People's Daily tied medium LSTM (RESULTS.md, People's Daily section); one
     # thread, as it shares the 2 cores with the comparison's two rows.
