@@ -75,6 +75,35 @@ def png_bytes(fig) -> bytes:
     return buffer.getvalue()
 
 
+def read_record(path: Path, what: str) -> dict:
+    """A JSON file of an ``evaluate.compare`` record (``compare.json``, a row's
+    ``metrics.json`` or ``config.json``) as a dict; a :class:`UserError` that names the file
+    and the option ``what`` that led to it where it is not a JSON object."""
+    import json
+
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{what}: cannot read {path} as JSON ({err}); restore it (git "
+                        "checkout -- FILE, for a committed record) or remove that "
+                        "record") from None
+    if not isinstance(found, dict):
+        raise UserError(f"{what}: {path} holds no JSON object; restore it (git checkout -- "
+                        "FILE, for a committed record) or remove that record")
+    return found
+
+
+def emit(text: str, output: Path | None) -> str:
+    """Prints a records command's Markdown ``text`` and writes it to ``output`` if given;
+    returns ``text``."""
+    from tcnlm_tf.corpus import write_text
+
+    if output:
+        write_text(output, text)
+    print(text + (f"\nwritten to {output}" if output else ""))
+    return text
+
+
 def records_parser(prog: str, description: str, example: str,
                    output_help: str) -> argparse.ArgumentParser:
     """The parser of a command that reads ``evaluate.compare`` records, with its ``--output``

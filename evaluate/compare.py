@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from evaluate.common import read_record
 from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
                                      curves, curves_png, table, write_tensorboard)
 from tcnlm_tf.arguments import MAX_SEED, finite_float, integer, integer_list
@@ -184,7 +185,7 @@ def recorded_settings(directory: Path, what: str) -> dict:
     if not path.is_file():
         raise UserError(f"{what} {directory}: no {SETTINGS_FILE} there; give the --record-dir "
                         "of an `evaluate.compare` run")
-    return json.loads(path.read_text())
+    return read_record(path, what)
 
 
 def check_settings(directory: Path, settings: dict,

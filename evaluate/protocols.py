@@ -18,10 +18,9 @@ document-level LSTM (row ``lstm-document``, which must be in ``--rest``), and wr
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from evaluate.common import records_parser, row_of, row_order
+from evaluate.common import read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -74,11 +73,11 @@ def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
     found = {}
     paths = directory.glob("*/metrics.json")
     for path in sorted(paths, key=lambda p: row_order(p.parent.name)):
-        metrics = json.loads(path.read_text())
+        metrics = read_record(path, what)
         if "test_perplexity" not in metrics:
             continue
         config = path.parent / "config.json"
-        trained = (json.loads(config.read_text())["data"].get("context", "rest")
+        trained = (read_record(config, what).get("data", {}).get("context", "rest")
                    if config.is_file() else protocol)
         if reads_document(metrics["model"]) and trained != protocol:
             raise UserError(f"{what} {path.parent}: trained with --context {trained}, not "

@@ -13,12 +13,10 @@ count, are refused in one line.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from evaluate.common import records_parser, row_of, row_order
+from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
-from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the top-N sizes of the papers' coherence (both average top 5/10/15/20)
@@ -51,12 +49,15 @@ def entries(directory: Path) -> list[dict]:
     without its ``-T<T>`` and later suffixes), T, NPMI and test perplexity."""
     found = []
     for path in sorted(directory.glob("*/metrics.json")):
-        metrics = json.loads(path.read_text())
+        metrics = read_record(path, "--records")
         coherence = metrics.get("coherence")
         if "test_perplexity" not in metrics or not coherence:
             continue
-        config = json.loads((path.parent / "config.json").read_text())
-        topics = config["model"]["options"]["num_topics"]
+        config = read_record(path.parent / "config.json", "--records")
+        topics = config.get("model", {}).get("options", {}).get("num_topics")
+        if topics is None:
+            raise UserError(f"--records: {path.parent / 'config.json'} gives no num_topics "
+                            "for a run with topics; restore the record's config.json")
         found.append({"row": row_of(path.parent.name) or path.parent.name,
                       "topics": int(topics), "coherence": coherence,
                       "test": metrics["test_perplexity"], "where": path.parent})
@@ -112,10 +113,7 @@ def main(argv: list[str] | None = None) -> str:
     text = (f"NPMI of the top words (reference {reference}, window {window}) and test "
             f"perplexity by topic count; records from {', '.join(map(str, args.records))}"
             "\n\n" + table(found))
-    if args.output:
-        write_text(args.output, text)
-    print(text + (f"\nwritten to {args.output}" if args.output else ""))
-    return text
+    return emit(text, args.output)
 
 
 if __name__ == "__main__":
