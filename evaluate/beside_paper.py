@@ -24,46 +24,9 @@ from pathlib import Path
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
+from evaluate.published import TABLE_2, TABLE_2_ROWS
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
-#: Table 2 of the TCNLM paper, (dataset, preset) -> the paper's model -> test perplexity,
-#: a number for the models without topics, {T: number} for the topic models
-TABLE_2: dict[tuple[str, str], dict[str, float | dict[int, float]]] = {
-    ("apnews", "small"): {
-        "basic-LSTM": 64.13, "LDA+LSTM": {50: 57.05, 100: 55.52, 150: 54.83}, "LCLM": 54.18,
-        "Topic-RNN": {50: 56.77, 100: 54.54, 150: 54.12},
-        "TDLM": {50: 53.00, 100: 52.75, 150: 52.65},
-        "TCNLM": {50: 52.75, 100: 52.63, 150: 52.59}},
-    ("apnews", "large"): {
-        "basic-LSTM": 58.89, "LDA+LSTM": {50: 52.72, 100: 50.75, 150: 50.17}, "LCLM": 50.63,
-        "Topic-RNN": {50: 53.19, 100: 50.24, 150: 50.01},
-        "TDLM": {50: 48.96, 100: 48.97, 150: 48.21},
-        "TCNLM": {50: 48.07, 100: 47.81, 150: 47.74}},
-    ("imdb", "small"): {
-        "basic-LSTM": 72.14, "LDA+LSTM": {50: 69.58, 100: 69.64, 150: 69.62}, "LCLM": 67.78,
-        "Topic-RNN": {50: 68.74, 100: 67.83, 150: 66.45},
-        "TDLM": {50: 63.67, 100: 63.45, 150: 63.82},
-        "TCNLM": {50: 63.98, 100: 62.64, 150: 62.59}},
-    ("imdb", "large"): {
-        "basic-LSTM": 66.47, "LDA+LSTM": {50: 63.48, 100: 63.04, 150: 62.78}, "LCLM": 67.86,
-        "Topic-RNN": {50: 63.02, 100: 61.59, 150: 60.14},
-        "TDLM": {50: 58.99, 100: 59.04, 150: 58.59},
-        "TCNLM": {50: 57.06, 100: 56.38, 150: 56.12}},
-    ("bnc", "small"): {
-        "basic-LSTM": 102.89, "LDA+LSTM": {50: 96.42, 100: 96.50, 150: 96.38}, "LCLM": 87.47,
-        "Topic-RNN": {50: 94.66, 100: 93.57, 150: 93.55},
-        "TDLM": {50: 87.42, 100: 85.99, 150: 86.43},
-        "TCNLM": {50: 87.98, 100: 86.44, 150: 86.21}},
-    ("bnc", "large"): {
-        "basic-LSTM": 94.23, "LDA+LSTM": {50: 88.42, 100: 87.77, 150: 87.28}, "LCLM": 80.68,
-        "Topic-RNN": {50: 85.90, 100: 84.62, 150: 84.12},
-        "TDLM": {50: 82.62, 100: 81.83, 150: 80.58},
-        "TCNLM": {50: 80.29, 100: 80.14, 150: 80.12}},
-}
-#: the paper's name of each ``evaluate.compare`` row it has; the other rows (the
-#: document-level LSTM, the ablations, the decoders) are not in Table 2
-PAPER_ROWS = {SENTENCE_LSTM: "basic-LSTM", "lda_lstm": "LDA+LSTM", "lclm": "LCLM",
-              "topic_rnn": "Topic-RNN", "tdlm": "TDLM", "tcnlm": "TCNLM"}
 #: settings that may differ between the directories: where the corpus was, and the rows'
 #: budgets (each line says how its row stopped)
 MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
@@ -100,7 +63,7 @@ def common_settings(directories: list[Path]) -> dict:
 def paper_value(paper: dict, name: str, topics: int | None) -> float | None:
     """The paper's test perplexity for run ``name`` (at ``topics`` for a topic model), or
     None where Table 2 has no such cell."""
-    column = PAPER_ROWS.get(row_of(name) or "")
+    column = TABLE_2_ROWS.get(row_of(name) or "")
     if column is None:
         return None
     value = paper[column]
@@ -137,7 +100,7 @@ def table(found: list[dict], paper: dict, keep: set[str] | None = None) -> str:
         raise UserError(f"the first --records directory ({first}) has no record of the "
                         f"sentence-level LSTM (row {SENTENCE_LSTM}), the baseline of every "
                         "ratio; give the comparison that has it first")
-    lstm = paper[PAPER_ROWS[SENTENCE_LSTM]]
+    lstm = paper[TABLE_2_ROWS[SENTENCE_LSTM]]
     lines = ["| row | comparison | T | epochs | stopped | paper, test ppl | paper / its LSTM | "
              "here, test ppl | here / sentence LSTM | here / document LSTM |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

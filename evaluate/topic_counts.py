@@ -6,7 +6,9 @@ A comparison with several ``--num-topics`` writes an NPMI-by-T table itself; thi
 joins comparisons made at different topic counts instead (e.g. the converged table's
 50-topic rows and a later comparison at 100 and 150), so no row is trained twice. Each
 (row, T) is one line: NPMI of the top 5/10/15/20 words, their mean (window and reference
-corpus as recorded; ``evaluate.coherence``), and the test perplexity. Records that disagree
+corpus as recorded; ``evaluate.coherence``), the TCNLM paper's Table 4 NPMI for that row,
+dataset, model size and T (:mod:`evaluate.published`; its reference corpus is Wikipedia, so
+compare the trend over T, not the values) and the test perplexity. Records that disagree
 on the coherence reference or window, or whose comparisons differ in more than the topic
 count, are refused in one line.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
+from evaluate.published import table_4_npmi
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the top-N sizes of the papers' coherence (both average top 5/10/15/20)
@@ -64,8 +67,10 @@ def entries(directory: Path) -> list[dict]:
     return found
 
 
-def table(found: list[dict]) -> str:
-    """The Markdown table, by row and topic count; a (row, T) recorded twice is an error."""
+def table(found: list[dict], dataset: str, preset: str) -> str:
+    """The Markdown table, by row and topic count, with the TCNLM paper's Table 4 NPMI for
+    the row, ``dataset``, ``preset`` and T beside ours (:func:`table_4_npmi`; "-" where it
+    has none); a (row, T) recorded twice is an error."""
     seen = {}
     for e in found:
         key = (e["row"], e["topics"])
@@ -74,11 +79,14 @@ def table(found: list[dict]) -> str:
                             f"and {e['where']}); give each topic count once")
         seen[key] = e["where"]
     lines = ["| model | T | " + " | ".join(f"NPMI top-{n}" for n in TOP_NS)
-             + " | NPMI mean | test ppl |", "| --- | --- |" + " --- |" * (len(TOP_NS) + 2)]
+             + " | NPMI mean | paper's NPMI (TCNLM Table 4) | test ppl |",
+             "| --- | --- |" + " --- |" * (len(TOP_NS) + 3)]
     for e in sorted(found, key=lambda e: (row_order(e["row"]), e["topics"])):
         cells = [f"{e['coherence']['per_n'][n]:.4f}" for n in TOP_NS]
+        paper = table_4_npmi(e["row"], dataset, preset, e["topics"])
         lines.append(f"| {e['row']} | {e['topics']} | " + " | ".join(cells)
-                     + f" | {e['coherence']['mean']:.4f} | {e['test']:.2f} |")
+                     + f" | {e['coherence']['mean']:.4f} | "
+                     + ("-" if paper is None else f"{paper:.3f}") + f" | {e['test']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -86,6 +94,7 @@ def table(found: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> str:
     args = build_parser().parse_args(argv)
     first = comparison_settings(args.records[0])
+    dataset, preset = first.get("dataset"), first.get("preset")
     for directory in args.records[1:]:
         other = comparison_settings(directory)
         differ = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
@@ -111,8 +120,10 @@ def main(argv: list[str] | None = None) -> str:
     parts, window = references.pop()
     reference = "/".join(parts)
     text = (f"NPMI of the top words (reference {reference}, window {window}) and test "
-            f"perplexity by topic count; records from {', '.join(map(str, args.records))}"
-            "\n\n" + table(found))
+            f"perplexity by topic count, beside the TCNLM paper's Table 4 ({dataset}, "
+            f"{preset} models; its reference corpus is English Wikipedia); records "
+            f"from {', '.join(map(str, args.records))}\n\n"
+            + table(found, dataset, preset))
     return emit(text, args.output)
 
 

@@ -48,11 +48,13 @@ def test_one_line_per_row_and_topic_count_from_several_comparisons(records, caps
     first, more = records
     text = main(["--records", str(first), str(more), "--output", str(first / "t.md")])
     lines = text.splitlines()
-    body = lines[lines.index("| --- | --- | --- | --- | --- | --- | --- | --- |") + 1:]
-    assert body == ["| tcnlm | 50 | 0.1000 | 0.0900 | 0.0800 | 0.0700 | 0.0850 | 73.80 |",
-                    "| tcnlm | 100 | 0.2500 | 0.2400 | 0.2300 | 0.2200 | 0.2350 | 74.00 |",
-                    "| tcnlm | 150 | 0.3000 | 0.2900 | 0.2800 | 0.2700 | 0.2850 | 75.00 |",
-                    "| tdlm | 50 | 0.2000 | 0.1900 | 0.1800 | 0.1700 | 0.1850 | 67.50 |"]
+    body = lines[lines.index("| --- | --- | --- | --- | --- | --- | --- | --- | --- |") + 1:]
+    # beside each line, the TCNLM paper's Table 4 (APNEWS, small models) at that T
+    assert body == [
+        "| tcnlm | 50 | 0.1000 | 0.0900 | 0.0800 | 0.0700 | 0.0850 | 0.159 | 73.80 |",
+        "| tcnlm | 100 | 0.2500 | 0.2400 | 0.2300 | 0.2200 | 0.2350 | 0.160 | 74.00 |",
+        "| tcnlm | 150 | 0.3000 | 0.2900 | 0.2800 | 0.2700 | 0.2850 | 0.153 | 75.00 |",
+        "| tdlm | 50 | 0.2000 | 0.1900 | 0.1800 | 0.1700 | 0.1850 | 0.149 | 67.50 |"]
     assert "reference apnews/train.txt, window 20" in lines[0]
     assert (first / "t.md").read_text() == text
     only = main(["--records", str(first), str(more), "--rows", "tdlm"]).splitlines()
@@ -87,3 +89,16 @@ def test_records_that_do_not_belong_together_are_one_line_errors(records, tmp_pa
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_papers_table_4_cell_by_row_dataset_model_size_and_topic_count():
+    from evaluate.published import table_4_npmi
+
+    assert table_4_npmi("tcnlm", "apnews", "large", 150) == 0.155       # TCNLM(l)
+    assert table_4_npmi("tdlm", "bnc", "small", 100) == 0.106          # TDLM(s)
+    assert table_4_npmi("topic_rnn", "imdb", "large", 50) == 0.096     # Topic-RNN(l)
+    assert table_4_npmi("lda_lstm", "imdb", "large", 100) == 0.092     # LDA: one size
+    assert table_4_npmi("moe", "apnews", "small", 50) is None          # not in Table 4
+    assert table_4_npmi("tcnlm", "apnews", "small", 30) is None        # no such T
+    assert table_4_npmi("tcnlm", "synthetic", "small", 50) is None
+    assert table_4_npmi("tcnlm", "apnews", "medium", 50) is None       # no such size
