@@ -210,17 +210,30 @@ def curves(runs: dict[str, dict]) -> dict[str, list[tuple[float, float]]]:
             for name, m in runs.items()}
 
 
+#: line styles and markers of the curves, one pair per round of the 10-colour cycle, so
+#: that no two of up to 40 runs look alike
+CURVE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
+def curve_style(index: int) -> dict[str, str]:
+    """``ax.plot`` keywords of the ``index``-th curve: the colour cycle's colour, and a line
+    style and marker that change each time the 10 colours come round again."""
+    line, marker = CURVE_STYLES[index // 10 % len(CURVE_STYLES)]
+    return {"color": f"C{index % 10}", "linestyle": line, "marker": marker}
+
+
 def curves_png(points: dict[str, list[tuple[float, float]]], title: str) -> bytes:
-    """PNG bytes: validation perplexity (log scale) against training tokens, one line per run."""
+    """PNG bytes: validation perplexity (log scale) against training tokens, one line per run
+    (:func:`curve_style`)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for name, series in points.items():
+    for index, (name, series) in enumerate(points.items()):
         finite = [(x, y) for x, y in series if math.isfinite(y)]
         if finite:
-            ax.plot(*zip(*finite), marker="o", markersize=3, label=name)
+            ax.plot(*zip(*finite), markersize=3, label=name, **curve_style(index))
     ax.set_yscale("log")
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation perplexity")

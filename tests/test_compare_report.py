@@ -85,3 +85,16 @@ def test_ablation_rows_name_their_topic_count_from_the_comparison_or_their_own_s
     lines = ablation_table(aggregate(runs, fixed={})).splitlines()
     assert lines[2].startswith("| tcnlm, T=50 | 90.00 | 99.00 (1.100×) | 93.00 (1.033×) |")
     assert lines[3].startswith("| moe, T=30 | 100.00 | 130.00 (1.300×) | 120.00 (1.200×) |")
+
+
+def test_every_curve_of_a_large_comparison_has_its_own_look():
+    """Past the colour cycle's 10 colours a curve once took an earlier one's colour and
+    marker (issue 26's table of 13 rows showed lstm and lda_lstm alike)."""
+    from evaluate.compare_report import curve_style, curves_png
+
+    looks = [tuple(sorted(curve_style(i).items())) for i in range(40)]
+    assert len(set(looks)) == 40
+    assert curve_style(0) != curve_style(10) and curve_style(0)["color"] == "C0"
+    png = curves_png({f"run{i}": [(100.0 * k, 90.0 - k) for k in range(1, 4)]
+                      for i in range(13)}, "13 runs")
+    assert png.startswith(b"\x89PNG")
