@@ -395,13 +395,14 @@ def ablation_evaluations(run_dir: Path) -> dict[str, float]:
     return result
 
 
-def evaluated(run_dir: Path, row: str, ablations: bool) -> dict:
-    """A finished run's metrics with its ``size`` and, for a topic model, its ``coherence``
-    (and with ``ablations`` its ``ablations`` scores), as JSON gives them back (string keys),
-    so that they equal what the run's record reads back."""
+def evaluated(run_dir: Path, model: str, ablations: bool) -> dict:
+    """A finished run's metrics with its ``size`` and, for a topic model (``model``: its
+    registry name), its ``coherence`` (and with ``ablations`` its ``ablations`` scores), as
+    JSON gives them back (string keys), so that they equal what the run's record reads
+    back."""
     metrics = json.loads(RunDirectory(run_dir).metrics.read_text())
     metrics["size"] = size_of(run_dir)
-    if MODELS[ROWS[row][0]].has_topics:
+    if MODELS[model].has_topics:
         metrics["coherence"] = topic_evaluations(run_dir)
         if ablations:
             metrics["ablations"] = ablation_evaluations(run_dir)
@@ -422,6 +423,13 @@ def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
             written.append(target / path.name)
     write_text(target / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
     return written + [target / "metrics.json"]
+
+
+def record_message(record_dir: Path, name: str, metrics: dict) -> str:
+    """The commit message of run ``name``'s record in ``record_dir``."""
+    return (f"results: {record_dir.name}/{name}, test perplexity "
+            f"{metrics['test_perplexity']:.2f} after {len(metrics['epochs'])} epochs "
+            f"({metrics.get('stopped')})")
 
 
 def git_toplevel(directory: Path) -> Path:
@@ -663,7 +671,7 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
                 runs[key] = recorded
                 from_records.append(name)
             return
-        runs[key] = evaluated(run_dir, key.row, args.ablations)
+        runs[key] = evaluated(run_dir, ROWS[key.row][0], args.ablations)
         if record_dir is not None and (fresh or finished(record_dir / name) is None):
             written = write_record(record_dir, run_dir, runs[key])
             done = {k: runs[k] for k in order if k in runs}
@@ -675,9 +683,7 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
                 metrics = runs[key]
                 commit_files(written + [record_dir / SETTINGS_FILE]
                              + [record_dir / f for f in REPORT_FILES],
-                             f"results: {record_dir.name}/{name}, test perplexity "
-                             f"{metrics['test_perplexity']:.2f} after "
-                             f"{len(metrics['epochs'])} epochs ({metrics.get('stopped')})")
+                             record_message(record_dir, name, metrics))
 
     for key in order:               # rows finished before this command, and recorded ones
         if names[key] not in commands:

@@ -78,16 +78,22 @@ start() {
          "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log, $RUNS/i26-apnews-decoders.log)"
 
     # Issue 29: People's Daily tied medium LSTM (RESULTS.md, People's Daily section); one
-    # thread, as it shares the 2 cores with the comparison's two rows.
+    # thread, as it shares the 2 cores with the comparison's two rows. Once it has evaluated
+    # its test split, its record goes to results/i29-peoples-daily/ and is committed (a
+    # finished run is only recorded, not trained again).
     local resume=()
     [ -d "$RUNS/i29/pd-tied-medium-none/checkpoints" ] && resume=(--resume)
-    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 nohup "$PY" -m train.run \
-        --dataset peoples_daily --data-dir ../shared/data --preset medium \
-        --decoder softmax --tie-embeddings --dropout 0.6 --mode stream --line-end none \
-        --seq-len 35 --batch-size 20 --optimizer sgd --learning-rate 20 --clip-norm 0.25 \
-        --min-freq 1 --epochs 80 --patience 80 --runs-dir "$RUNS/i29" \
-        --run-name pd-tied-medium-none "${resume[@]}" \
-        >> "$RUNS/i29/pd-tied-medium-none.log" 2>&1 &
+    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 nohup bash -c '
+        run=$1/i29/pd-tied-medium-none
+        { grep -qs "\"test_perplexity\"" "$run/metrics.json" ||
+          "$0" -m train.run --dataset peoples_daily --data-dir ../shared/data --preset medium \
+            --decoder softmax --tie-embeddings --dropout 0.6 --mode stream --line-end none \
+            --seq-len 35 --batch-size 20 --optimizer sgd --learning-rate 20 --clip-norm 0.25 \
+            --min-freq 1 --epochs 80 --patience 80 --runs-dir "$1/i29" \
+            --run-name pd-tied-medium-none "${@:3}"; } &&
+        "$0" -m evaluate.record --run "$run" --record-dir "$2/results/i29-peoples-daily" \
+            --commit-records
+    ' "$PY" "$RUNS" "$CHECKOUT" "${resume[@]}" >> "$RUNS/i29/pd-tied-medium-none.log" 2>&1 &
     echo "started issue 29's run (pid $!, log $RUNS/i29/pd-tied-medium-none.log)"
 
     sleep 5

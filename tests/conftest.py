@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,23 @@ TINY_MODELS = tiny_models()
 EXPORT_MODELS = {**TINY_MODELS,
                  "tcnlm-preceding": TINY_MODELS["tcnlm"] + ["--context", "preceding"],
                  "lstm-stream-no-eos": TINY_MODELS["lstm-stream"] + ["--line-end", "none"]}
+
+
+def git(*args: str, cwd: Path) -> str:
+    """``git args`` in ``cwd``; its standard output (a failure raises)."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def init_repo(repo: Path) -> Path:
+    """A new git repository at ``repo`` with a committer and one commit (a README)."""
+    git("init", "-q", str(repo), cwd=repo.parent)
+    git("config", "user.email", "test@example.com", cwd=repo)
+    git("config", "user.name", "test", cwd=repo)
+    (repo / "README").write_text("x\n")
+    git("add", "README", cwd=repo)
+    git("commit", "-q", "-m", "start", cwd=repo)
+    return repo
 
 
 def run_flags(workdir: Path, name: str) -> list[str]:

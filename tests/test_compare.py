@@ -7,6 +7,7 @@ import pytest
 
 from evaluate.compare import main as compare
 from tcnlm_tf.errors import UserError
+from tests.conftest import git, init_repo
 from tests.test_evaluate import TINY
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
@@ -221,22 +222,11 @@ def test_bad_convergence_arguments_are_one_line_errors(tmp_path, capsys, argv, f
     assert fragment in err and "Traceback" not in err
 
 
-def git(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
-
-
 def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, capfd):
     """Each finished row's record goes to --record-dir and, with --commit-records, into its
     own commit at once; in a clean clone of that repository, with no run directory at all,
     the same command trains nothing and rebuilds the same table from the records."""
-    repo = tmp_path / "repo"
-    git("init", "-q", str(repo), cwd=tmp_path)
-    git("config", "user.email", "test@example.com", cwd=repo)
-    git("config", "user.name", "test", cwd=repo)
-    (repo / "README").write_text("x\n")
-    git("add", "README", cwd=repo)
-    git("commit", "-q", "-m", "start", cwd=repo)
+    repo = init_repo(tmp_path / "repo")
     (repo / "unrelated.txt").write_text("staged, not part of any record\n")
     git("add", "unrelated.txt", cwd=repo)
     record = repo / "results" / "cmp"
