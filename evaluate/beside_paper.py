@@ -89,10 +89,9 @@ def entries(directory: Path, fixed_budget: dict[str, int]) -> list[dict]:
     return sorted(found, key=lambda e: (row_order(e["name"])[0], e["topics"] or 0, e["name"]))
 
 
-def table(found: list[dict], paper: dict, keep: set[str] | None = None) -> str:
+def table(found: list[dict], paper: dict, first: str, keep: set[str] | None = None) -> str:
     """The Markdown table: each run's line (of the runs named in ``keep``, if given) with
-    the paper's cell beside it."""
-    first = found[0]["comparison"]
+    the paper's cell beside it, ours as ratios to the LSTM rows of comparison ``first``."""
     reference = {row: next((e["test"] for e in found if e["comparison"] == first
                             and e["name"] == row), None)
                  for row in (SENTENCE_LSTM, DOCUMENT_LSTM)}
@@ -144,7 +143,8 @@ def main(argv: list[str] | None = None) -> str:
                             f"{', '.join(map(str, args.records))}")
     text = (f"Test perplexity beside the TCNLM paper's Table 2 ({key[0]}, {key[1]} models), "
             "each as a ratio to its own sentence-level LSTM; records from "
-            f"{', '.join(map(str, args.records))}\n\n" + table(found, paper, keep))
+            f"{', '.join(map(str, args.records))}\n\n"
+            + table(found, paper, args.records[0].name, keep))
     return emit(text, args.output)
 
 
