@@ -16,7 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from evaluate.compare import commit_files, evaluated, finished, record_message, write_record
+from evaluate.compare import (commit_files, evaluated, finished, git_toplevel, record_message,
+                              write_record)
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.run_directory import RunDirectory
 
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if metrics is None:
         raise UserError(f"--run {args.run}: not finished (its metrics have no test perplexity "
                         "yet); record it once train.run has evaluated its test split")
+    # where the record goes, checked before the run's topics are evaluated (which writes
+    # into the run): a folder that cannot be made, or is in no git work tree, stops here
+    (args.record_dir / args.run.name).mkdir(parents=True, exist_ok=True)
+    if args.commit_records:
+        git_toplevel(args.record_dir)
     model = json.loads(config.read_text())["model"]["model"]
     metrics = evaluated(args.run, model, ablations=False)
     written = write_record(args.record_dir, args.run, metrics)

@@ -105,7 +105,45 @@ def build_workspace(root: Path) -> dict[str, Path]:
     raw.write_text("".join(f"the cat sat on mat number {i} . it was fine .\n"
                            for i in range(30)), encoding="utf-8")
     paths["raw"] = raw
+    paths["records"] = write_records(root / "records")
     return paths
+
+
+def write_records(root: Path) -> Path:
+    """Hand-made records of two APNEWS comparisons (``rest/``, ``preceding/``), as
+    ``evaluate.compare --record-dir`` writes them, for the commands that read records, and a
+    finished LSTM run (``finished/``: the tiny runs stop before their test evaluation) for
+    ``evaluate.record``."""
+    import json
+
+    settings = {"dataset": "apnews", "data_dir": "/data", "preset": "small", "num_topics": 50,
+                "seed": 0, "max_epochs": 30, "patience": 2, "train_args": []}
+    coherence = {"reference": "apnews/train.txt", "window": 20, "mean": 0.05,
+                 "per_n": {"5": 0.08, "10": 0.06, "15": 0.04, "20": 0.02}}
+    rows = {"rest": {"lstm": 72.0, "lstm-document": 66.0, "tcnlm": 70.0},
+            "preceding": {"tcnlm": 71.0}}
+    for protocol, tests in rows.items():
+        flags = [] if protocol == "rest" else ["--context", "preceding"]
+        (root / protocol).mkdir(parents=True)
+        (root / protocol / "compare.json").write_text(json.dumps(
+            {**settings, "train_args": flags}))
+        for name, test in tests.items():
+            (root / protocol / name).mkdir()
+            metrics = {"model": "lstm" if name.startswith("lstm") else name,
+                       "test_perplexity": test, "stopped": "early_stopping",
+                       "epochs": [{"epoch": 1}]}
+            options = {}
+            if name == "tcnlm":
+                metrics["coherence"], options = coherence, {"num_topics": 50}
+            (root / protocol / name / "metrics.json").write_text(json.dumps(metrics))
+            (root / protocol / name / "config.json").write_text(json.dumps(
+                {"data": {"context": protocol}, "model": {"options": options}}))
+    (root / "finished").mkdir()
+    (root / "finished" / "config.json").write_text(json.dumps(
+        {"model": {"model": "lstm", "num_layers": 1, "hidden_size": 16, "options": {}}}))
+    (root / "finished" / "metrics.json").write_text(json.dumps(
+        {"model": "lstm", "test_perplexity": 30.0, "stopped": "epochs", "epochs": [{}]}))
+    return root
 
 
 def commands(ws: dict[str, Path], url: str) -> dict[str, list[str]]:
@@ -150,6 +188,14 @@ def commands(ws: dict[str, Path], url: str) -> dict[str, list[str]]:
         "evaluate.serving_client topics": client + ["topics", "a b c"],
         "evaluate.serving_client generate": client + ["generate", "--topic", "0"],
         "evaluate.topics": run,
+        "evaluate.record": ["--run", str(ws["records"] / "finished"), "--record-dir",
+                            "records"],
+        "evaluate.protocols": ["--rest", str(ws["records"] / "rest"), "--preceding",
+                               str(ws["records"] / "preceding"), "--output", "protocols.md"],
+        "evaluate.topic_counts": ["--records", str(ws["records"] / "rest"), "--output",
+                                  "counts.md"],
+        "evaluate.beside_paper": ["--records", str(ws["records"] / "rest"), "--output",
+                                  "beside.md"],
     }
 
 
@@ -347,7 +393,8 @@ def fuzz(root: Path, only: set[str] | None = None, timeout: float = 120.0,
             scratch = root / "cwd" / str(number)    # where the values' relative paths land
             scratch.mkdir(parents=True)
             os.chdir(scratch)
-            outcomes.append(run_case(case, [ws["tcnlm"], ws["sdlm"]], timeout, quick))
+            outcomes.append(run_case(case, [ws["tcnlm"], ws["sdlm"], ws["records"]], timeout,
+                                     quick))
             if progress:
                 progress(outcomes[-1])
         return outcomes

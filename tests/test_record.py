@@ -50,16 +50,23 @@ def test_a_finished_run_is_recorded_and_committed_alone(tmp_path, repo, capsys):
 @pytest.mark.parametrize("case, message", [
     ("no run", "no config.json there; give the directory of a train.run run"),
     ("unfinished", "not finished (its metrics have no test perplexity yet)"),
+    ("no git", "is not inside a git work tree"),
+    ("a file in the way", "cannot write"),
 ])
 def test_what_cannot_be_recorded_is_a_one_line_error(tmp_path, capsys, case, message):
-    run = tmp_path / "empty"
+    run, records, flags = tmp_path / "empty", tmp_path / "records", []
     run.mkdir()
     if case == "unfinished":
         run = make_run(tmp_path / "unfinished", {k: v for k, v in METRICS.items()
                                                  if k != "test_perplexity"})
+    elif case == "no git":
+        run, flags = make_run(tmp_path / "finished"), ["--commit-records"]
+    elif case == "a file in the way":
+        run = make_run(tmp_path / "finished")
+        records.write_text("not a folder\n")
     with pytest.raises(SystemExit) as exit_info:
-        main(["--run", str(run), "--record-dir", str(tmp_path / "records")])
+        main(["--run", str(run), "--record-dir", str(records), *flags])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
-    assert not (tmp_path / "records").exists()
+    assert not (records / run.name / "metrics.json").exists()
