@@ -13,12 +13,13 @@ the same files.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from evaluate.common import read_record
 from evaluate.compare import (commit_files, evaluated, finished, git_toplevel, record_message,
                               write_record)
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.run_directory import RunDirectory
 
 
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if not config.is_file():
         raise UserError(f"--run {args.run}: no {config.name} there; give the directory of a "
                         "train.run run")
+    model = read_record(config, "--run").get("model", {}).get("model")
+    if model not in MODELS:
+        raise UserError(f"--run {args.run}: its {config.name} names no model this version "
+                        f"knows ({model!r}); give the directory of a train.run run")
     metrics = finished(args.run)
     if metrics is None:
         raise UserError(f"--run {args.run}: not finished (its metrics have no test perplexity "
@@ -54,7 +59,6 @@ def main(argv: list[str] | None = None) -> list[Path]:
     (args.record_dir / args.run.name).mkdir(parents=True, exist_ok=True)
     if args.commit_records:
         git_toplevel(args.record_dir)
-    model = json.loads(config.read_text())["model"]["model"]
     metrics = evaluated(args.run, model, ablations=False)
     written = write_record(args.record_dir, args.run, metrics)
     print(f"recorded {args.run} in {args.record_dir / args.run.name}: test perplexity "

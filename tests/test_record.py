@@ -52,6 +52,7 @@ def test_a_finished_run_is_recorded_and_committed_alone(tmp_path, repo, capsys):
     ("unfinished", "not finished (its metrics have no test perplexity yet)"),
     ("no git", "is not inside a git work tree"),
     ("a file in the way", "cannot write"),
+    ("damaged config", "cannot read"),
 ])
 def test_what_cannot_be_recorded_is_a_one_line_error(tmp_path, capsys, case, message):
     run, records, flags = tmp_path / "empty", tmp_path / "records", []
@@ -61,6 +62,9 @@ def test_what_cannot_be_recorded_is_a_one_line_error(tmp_path, capsys, case, mes
                                                  if k != "test_perplexity"})
     elif case == "no git":
         run, flags = make_run(tmp_path / "finished"), ["--commit-records"]
+    elif case == "damaged config":
+        run = make_run(tmp_path / "finished")
+        (run / "config.json").write_text('{"model": ')
     elif case == "a file in the way":
         run = make_run(tmp_path / "finished")
         records.write_text("not a folder\n")
