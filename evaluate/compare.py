@@ -381,17 +381,32 @@ def topic_evaluations(run_dir: Path) -> dict:
     return coherence.main(["--run", str(run_dir)])
 
 
-def ablation_evaluations(run_dir: Path) -> dict[str, float]:
-    """Test perplexity of a topic run with shuffled and with uninformative ("uniform")
-    topics (``evaluate.perplexity --topics``), computed once into ``ablations.json``."""
-    path = RunDirectory(run_dir).ablations
-    if path.is_file():
-        return json.loads(path.read_text())
-    from evaluate import perplexity
+def ablation_flags(run_dir: Path) -> dict[str, list[str]]:
+    """The evaluations of a topic run's ablations, as ``evaluate.perplexity`` flags by name:
+    shuffled and uninformative ("uniform") topics and, for a sentence-mode run trained under
+    ``rest``, the preceding text only (``preceding``: how Zheng, Vafa and Blei's code scores
+    a model trained on the rest of each document)."""
+    config = json.loads(RunDirectory(run_dir).config.read_text())
+    flags = {source: ["--topics", source] for source in ("shuffled", "uniform")}
+    if (config["model"]["mode"] == "sentence"
+            and config["data"].get("context", "rest") == "rest"):
+        flags["preceding"] = ["--context", "preceding"]
+    return flags
 
-    result = {source: perplexity.main(["--run", str(run_dir), "--topics", source])["perplexity"]
-              for source in ("shuffled", "uniform")}
-    write_text(path, json.dumps(result, indent=2) + "\n")
+
+def ablation_evaluations(run_dir: Path) -> dict[str, float]:
+    """Test perplexity of a topic run under each of its :func:`ablation_flags`, computed
+    once into ``ablations.json`` (an ablation it lacks is computed and added)."""
+    path = RunDirectory(run_dir).ablations
+    result = json.loads(path.read_text()) if path.is_file() else {}
+    missing = {name: flags for name, flags in ablation_flags(run_dir).items()
+               if name not in result}
+    if missing:
+        from evaluate import perplexity
+
+        for name, flags in missing.items():
+            result[name] = perplexity.main(["--run", str(run_dir), *flags])["perplexity"]
+        write_text(path, json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -586,9 +601,12 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
                  f"{', '.join(from_records)}\n")
     ablations = ablation_table(entries)
     if ablations:
+        causal = ("; the preceding text only: a row trained on the rest of each document "
+                  "scored with only the sentences before each one as its context, as Zheng, "
+                  "Vafa and Blei's code evaluates" if "preceding text only" in ablations else "")
         text += ("\nTest perplexity of the topic rows with their own topics, another "
                  "document's and uninformative ones (uniform proportions 1/T; Topic-RNN's "
-                 "theta at its prior mean 0)\n\n" + ablations)
+                 f"theta at its prior mean 0){causal}\n\n" + ablations)
     points = curves({names[key]: metrics for key, metrics in runs.items()})
     png = curves_png(points, f"{args.dataset}: validation perplexity")
     write_text(directory / "comparison.md", text)

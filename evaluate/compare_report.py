@@ -187,19 +187,29 @@ def topic_label(entry: dict) -> str:
     return ", ".join([entry["row"], *own])
 
 
+#: the ablation table's columns: ablation name, header
+ABLATION_COLUMNS = (("shuffled", "another document's topics"),
+                    ("uniform", "uninformative topics"),
+                    ("preceding", "the preceding text only"))
+
+
 def ablation_table(entries: dict[tuple, dict]) -> str | None:
     """Test perplexity (mean over seeds) with the model's own topics, another document's
     (shuffled) and uninformative ones (``uniform``: proportions 1/T, Topic-RNN's theta at its
-    prior mean 0), with each ablation's ratio to the own; None without ablations."""
+    prior mean 0) and, where a row was trained under ``rest``, with only the text before each
+    sentence as its context (``preceding``; the column only when some row has it), with each
+    ablation's ratio to the own; None without ablations."""
     rows = [e for e in entries.values() if e["ablations"]]
     if not rows:
         return None
-    lines = ["| model | own topics | another document's topics | uninformative topics |",
-             "| --- | --- | --- | --- |"]
+    columns = [(name, header) for name, header in ABLATION_COLUMNS
+               if any(name in e["ablations"] for e in rows)]
+    lines = ["| model | own topics | " + " | ".join(h for _, h in columns) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]
     for e in rows:
         own = e["test"][0]
         cells = [f"{e['ablations'][s]:.2f} ({e['ablations'][s] / own:.3f}×)"
-                 for s in ("shuffled", "uniform")]
+                 if s in e["ablations"] else "-" for s, _ in columns]
         lines.append(f"| {topic_label(e)} | {own:.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -6,6 +6,7 @@ import json
 
 from evaluate.common import parser, read_documents, split_file
 from tcnlm_tf.arguments import integer
+from tcnlm_tf.config import CONTEXTS
 from tcnlm_tf.errors import exit_on_user_error
 
 
@@ -20,6 +21,13 @@ def main(argv: list[str] | None = None) -> dict:
                    "each sentence's document context (default), or an ablation: those of "
                    "another document of the file (shuffled) or uninformative topics "
                    "(uniform: proportions 1/T; Topic-RNN's theta at its prior mean 0)")
+    p.add_argument("--context", choices=CONTEXTS, default=None,
+                   help="the context protocol of the evaluation, for a sentence-mode model "
+                   "that reads its document's bag of words: rest (the document minus the "
+                   "sentence) or preceding (only the sentences before it); default: the "
+                   "protocol the run was trained with. A run trained under rest and scored "
+                   "under preceding is how Zheng, Vafa and Blei (2023) evaluate: their code "
+                   "trains on the rest of the document and scores on the text before")
     args = p.parse_args(argv)
     from tcnlm_tf.evaluation import corpus_nll
     from tcnlm_tf.metrics import perplexity
@@ -28,12 +36,14 @@ def main(argv: list[str] | None = None) -> dict:
     run = load_run(args.run, data_dir=args.data_dir)
     path = args.text_file or split_file(run, "test")
     nll, tokens = corpus_nll(run, read_documents(path), args.batch_size,
-                             split=None if args.text_file else "test", topics=args.topics)
+                             split=None if args.text_file else "test", topics=args.topics,
+                             context=args.context)
     result = {"file": str(path), "perplexity": perplexity(nll, tokens),
               "predicted_tokens": int(tokens), "nll": nll, "checkpoint": run.checkpoint,
-              "topics": args.topics}
+              "topics": args.topics, "context": args.context}
     print(f"{run.config.model.model} perplexity on {path}"
-          f"{'' if args.topics == 'inferred' else f' with {args.topics} topics'}: "
+          f"{'' if args.topics == 'inferred' else f' with {args.topics} topics'}"
+          f"{'' if args.context is None else f' under the {args.context} protocol'}: "
           f"{result['perplexity']:.2f} ({int(tokens)} predicted tokens)")
     print(json.dumps(result))
     return result

@@ -67,7 +67,7 @@ start() {
             --record-dir "$2/results/i31-apnews-preceding" \
             -- --context preceding --topic-min-docs 10 --stopwords "$3" \
             >> "$1/i31-apnews-preceding.log" 2>&1 &&
-        compare "$1" --models tcnlm,tdlm --num-topics 100,150 --name i31-apnews-topics \
+        compare "$1" --models tcnlm,tdlm --num-topics 100,150 --ablations --name i31-apnews-topics \
             --record-dir "$2/results/i31-apnews-topics" \
             -- --topic-min-docs 10 --stopwords "$3" >> "$1/i31-apnews-topics.log" 2>&1 &&
         { mkdir -p "$1/i26-apnews-decoders"; for row in lstm-mos sdlm; do

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
-from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES
+from tcnlm_tf.config import CONTEXTS, MAX_GENERATED_WORDS, STATEFUL_MODES
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.generation import generate_ids
@@ -51,18 +51,40 @@ def uninformative_context(run: Run, batch: dict[str, tf.Tensor]) -> Context:
         run.model.uninformative_topics(tf.shape(batch["inputs"])[0]))
 
 
+def _check_context(run: Run, context: str | None, topics: str) -> None:
+    if context is None:
+        return
+    if context not in CONTEXTS:
+        raise ValueError(f"unknown context protocol {context!r}; choose one of {CONTEXTS}")
+    model = run.config.model.model
+    if run.config.model.mode != "sentence" or not run.model.context_spec.reads("document"):
+        raise UserError(f"a context protocol needs a sentence-mode model that reads its "
+                        f"document's bag of words; --model {model} (mode "
+                        f"{run.config.model.mode}) does not, so its perplexity is the same "
+                        "under both: leave the protocol out")
+    if topics == pipeline.SHUFFLED:
+        raise UserError("shuffled topics read the whole of another document, under no context "
+                        "protocol: leave the protocol out")
+
+
 def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = None,
-               split: str | None = None, topics: str = "inferred") -> tuple[float, float]:
+               split: str | None = None, topics: str = "inferred",
+               context: str | None = None) -> tuple[float, float]:
     """Total NLL (nats) and number of predicted tokens of ``documents`` under ``run``;
     ``split``: which split of the run's corpus they are (None: another text); ``topics``:
     one of :data:`TOPIC_SOURCES` (the ablations replace what the LM is conditioned on, not
-    how the text is scored)."""
+    how the text is scored); ``context``: the context protocol of the evaluation
+    (:data:`~tcnlm_tf.config.CONTEXTS`; None: the run's own), e.g. ``preceding`` for a run
+    trained under ``rest``, as Zheng, Vafa and Blei (2023) score TDLM and Topic-RNN: their
+    code trains both on the document minus the current sequence and evaluates them on the
+    text before it (revisiting-tglms, ``train.py``'s training step and ``evaluate``)."""
     _check_topic_source(run, topics)
+    _check_context(run, context, topics)
     config = run.config
     arrays = encode_documents(run, documents)
     dataset = pipeline.model_dataset(
         run.model, config, arrays, split, batch_size,
-        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else None)
+        protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else context)
     if topics == "uniform":
         terms = tf.function(lambda batch, state: run.model.loss_terms(
             batch, False, state, context=uninformative_context(run, batch)), reduce_retracing=True)

@@ -55,16 +55,19 @@ def test_a_tcnlm_trained_on_constant_t_ignores_the_topics(constant_t_run):
     np.testing.assert_allclose(values, values[0], rtol=1e-5)
 
 
-@pytest.mark.parametrize("model,source,fragment", [
-    ("lstm", "uniform", "uniform topics need a model with topics"),
-    ("lclm", "shuffled", "shuffled topics need a model that reads its document's bag"),
+@pytest.mark.parametrize("model,flags,fragment", [
+    ("lstm", ["--topics", "uniform"], "uniform topics need a model with topics"),
+    ("lclm", ["--topics", "shuffled"],
+     "shuffled topics need a model that reads its document's bag"),
+    ("lclm", ["--context", "preceding"],
+     "a context protocol needs a sentence-mode model that reads its document's bag"),
 ])
-def test_ablations_of_models_without_them_are_one_line_errors(tmp_path, model, source,
+def test_ablations_of_models_without_them_are_one_line_errors(tmp_path, model, flags,
                                                               fragment):
     from tcnlm_tf.models.registry import MODELS
     train(TINY + ["--model", model, *MODELS[model].test_flags, "--max-steps", "1",
                   *run_flags(tmp_path, model)])
     result = subprocess.run([sys.executable, "-m", "evaluate.perplexity", "--run",
-                             str(tmp_path / "runs" / model), "--topics", source],
+                             str(tmp_path / "runs" / model), *flags],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert_one_line_error(result, fragment)

@@ -66,11 +66,32 @@ def test_ablations_score_the_topic_rows_again_without_training(comparison, capfd
     directory = root / "runs" / "cmp"
     saved = json.loads((directory / "tcnlm" / "ablations.json").read_text())
     assert results["tcnlm"]["ablations"] == saved and "ablations" not in results["lstm"]
+    assert set(saved) == {"shuffled", "uniform", "preceding"}   # trained under rest
     own = results["tcnlm"]["test_perplexity"]
     row = (f"| tcnlm, T=4 | {own:.2f} | {saved['shuffled']:.2f} "
            f"({saved['shuffled'] / own:.3f}×) | {saved['uniform']:.2f} "
-           f"({saved['uniform'] / own:.3f}×) |")
-    assert row in (directory / "comparison.md").read_text()
+           f"({saved['uniform'] / own:.3f}×) | {saved['preceding']:.2f} "
+           f"({saved['preceding'] / own:.3f}×) |")
+    table = (directory / "comparison.md").read_text()
+    assert row in table and "| the preceding text only |" in table
+    assert saved["preceding"] != own        # the same weights, scored with less context
+
+
+@pytest.mark.parametrize("mode,context,expected", [
+    ("sentence", None, ["shuffled", "uniform", "preceding"]),    # a run saved before --context
+    ("sentence", "rest", ["shuffled", "uniform", "preceding"]),
+    ("sentence", "preceding", ["shuffled", "uniform"]),
+    ("document", "rest", ["shuffled", "uniform"]),
+])
+def test_only_a_sentence_run_trained_under_rest_is_scored_on_the_preceding_text(
+        tmp_path, mode, context, expected):
+    from evaluate.compare import ablation_flags
+    data = {"dataset": "apnews"} if context is None else {"dataset": "apnews",
+                                                           "context": context}
+    (tmp_path / "config.json").write_text(json.dumps({"data": data, "model": {"mode": mode}}))
+    flags = ablation_flags(tmp_path)
+    assert list(flags) == expected
+    assert flags.get("preceding") in (None, ["--context", "preceding"])
 
 
 def test_changed_settings_are_refused(comparison):

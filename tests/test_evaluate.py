@@ -86,6 +86,34 @@ def test_ablated_topics_are_scored_differently(tcnlm_run):
         assert ablated["perplexity"] != own["perplexity"], source
 
 
+def test_a_rest_run_scored_on_the_preceding_text_only(tcnlm_run, tmp_path, capsys):
+    """evaluate.perplexity --context preceding scores a run trained under rest with only the
+    sentences before each one (Zheng, Vafa and Blei's evaluation). With a sentence s of the
+    test split, the document [s, s] costs NLL(s | s) twice under rest, and NLL(s | nothing)
+    + NLL(s | s) under preceding, and the document [s] costs NLL(s | nothing) under both:
+    so preceding([s, s]) = rest([s, s]) / 2 + rest([s])."""
+    from evaluate.common import read_documents, split_file
+    from evaluate.perplexity import main
+    from tcnlm_tf.runs import load_run
+
+    sentence = next(s for d in read_documents(split_file(load_run(tcnlm_run[0]), "test"))
+                    for s in d if 3 <= len(s) <= 12)
+    twice, once = tmp_path / "twice.txt", tmp_path / "once.txt"
+    write_corpus_file(twice, [[sentence, sentence]])
+    write_corpus_file(once, [[sentence]])
+    rest_twice = main(run_args(tcnlm_run, "--text-file", str(twice)))
+    rest_once = main(run_args(tcnlm_run, "--text-file", str(once)))
+    causal = main(run_args(tcnlm_run, "--text-file", str(twice), "--context", "preceding"))
+    assert causal["context"] == "preceding" and rest_twice["context"] is None
+    assert causal["predicted_tokens"] == rest_twice["predicted_tokens"]
+    assert causal["nll"] == pytest.approx(rest_twice["nll"] / 2 + rest_once["nll"], rel=1e-5)
+    assert causal["nll"] != rest_twice["nll"]                      # the context counts
+    with pytest.raises(SystemExit) as exit_info:
+        main(run_args(tcnlm_run, "--topics", "shuffled", "--context", "preceding"))
+    assert exit_info.value.code == 2
+    assert "shuffled topics read the whole of another document" in capsys.readouterr().err
+
+
 def test_topics_written_and_in_tensorboard(tcnlm_run):
     from evaluate.topics import main
     topics = main(run_args(tcnlm_run, "--top-n", "6"))
