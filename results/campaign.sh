@@ -46,7 +46,11 @@ start() {
     # issue 26's converged APNEWS table (RESULTS.md, "The converged APNEWS table"), then
     # issue 31's topic rows under the causal protocol and TCNLM and TDLM at 100 and 150
     # topics (the same corpus, preset, seed and stopping rule; the 50-topic rows of the
-    # coherence table are issue 26's); then issue 26's MoS and SDLM rows trained on to
+    # coherence table are issue 26's); then issue 31's 50-topic rows trained again under the
+    # papers' protocol (`rest`, issue 26's settings and seed, so the same runs as its records)
+    # and scored with the preceding text only (the "preceding" ablation), as the 2023
+    # re-evaluation's code evaluates: issue 26's weights were lost with a machine, only their
+    # records are kept; then issue 26's MoS and SDLM rows trained on to
     # convergence from copies of their 10-epoch runs, as its tied LSTM was
     # (`i26-apnews-tied`): every one of their 10 epochs improved, so no learning rate was
     # halved and going on under the rule equals having trained under it (without a copy, a
@@ -70,6 +74,11 @@ start() {
         compare "$1" --models tcnlm,tdlm --num-topics 100,150 --ablations --name i31-apnews-topics \
             --record-dir "$2/results/i31-apnews-topics" \
             -- --topic-min-docs 10 --stopwords "$3" >> "$1/i31-apnews-topics.log" 2>&1 &&
+        compare "$1" --models tcnlm,tdlm,lda_lstm,topic_rnn --num-topics 50 --ablations \
+            --name i31-apnews-rest-scored-preceding \
+            --record-dir "$2/results/i31-apnews-rest-scored-preceding" \
+            -- --topic-min-docs 10 --stopwords "$3" \
+            >> "$1/i31-apnews-rest-scored-preceding.log" 2>&1 &&
         { mkdir -p "$1/i26-apnews-decoders"; for row in lstm-mos sdlm; do
             [ -d "$1/i26-apnews-decoders/$row" ] || [ ! -d "$1/i26-apnews/$row" ] ||
             cp -a "$1/i26-apnews/$row" "$1/i26-apnews-decoders/$row"; done; } &&
@@ -78,7 +87,8 @@ start() {
             -- --topic-min-docs 10 --stopwords "$3" >> "$1/i26-apnews-decoders.log" 2>&1
     ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" > /dev/null 2>&1 &
     echo "started the comparisons of issues 26 and 31 (pid $!, logs $RUNS/i26-apnews.log," \
-         "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log, $RUNS/i26-apnews-decoders.log)"
+         "$RUNS/i31-apnews-preceding.log, $RUNS/i31-apnews-topics.log," \
+         "$RUNS/i31-apnews-rest-scored-preceding.log, $RUNS/i26-apnews-decoders.log)"
 
     # Issue 29: People's Daily tied medium LSTM (RESULTS.md, People's Daily section); one
     # thread, as it shares the 2 cores with the comparison's two rows. Once it has evaluated
