@@ -14,6 +14,13 @@ preceding sentences) are the same under both protocols and come from ``--rest``.
 The table gives each row's test perplexity under each protocol as a ratio to the
 document-level LSTM (row ``lstm-document``, which must be in ``--rest``), and writes it to
 ``--output`` (default: ``protocols.md`` in ``--preceding``).
+
+The 2023 re-evaluation's own code trains its models under ``rest`` and scores them under
+``preceding`` (revisiting-tglms, ``train.py``). ``--rest-scored-preceding DIR`` adds that
+protocol as a third column: DIR holds the records of the ``rest`` comparison's topic rows
+(the same settings) trained with ``--ablations``, whose ``preceding`` ablation is that
+score; a row whose test perplexity there differs from its ``--rest`` record is named below
+the table (the trainer is deterministic, so the two runs should be the same).
 """
 from __future__ import annotations
 
@@ -38,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preceding", type=Path, required=True,
                    help="record directory of the same comparison run with -- --context "
                         "preceding (the rows that read their document's text)")
+    p.add_argument("--rest-scored-preceding", type=Path, default=None, metavar="DIR",
+                   help="record directory of the rest comparison's topic rows run again "
+                        "with --ablations: their runs trained under rest and scored with "
+                        "the preceding text only (the 2023 re-evaluation's code) make a "
+                        "third column (default: two columns)")
     return p
 
 
@@ -88,31 +100,52 @@ def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
     return found
 
 
-def table(rest: dict[str, dict], preceding: dict[str, dict]) -> str:
-    """The Markdown table: the rows that read their document under both protocols, then the
-    rows the protocol does not change."""
+def table(rest: dict[str, dict], preceding: dict[str, dict],
+          scored: dict[str, dict] | None = None) -> str:
+    """The Markdown table: the rows that read their document under both protocols (with
+    ``scored``, the records of ``--rest-scored-preceding``, a third column: their
+    ``preceding`` ablation), then the rows the protocol does not change."""
     if BASELINE not in rest:
         raise UserError(f"--rest has no record of the document-level LSTM ({BASELINE}), "
                         "the baseline of every ratio; add that row to its comparison")
     base = rest[BASELINE]["test_perplexity"]
 
-    def cell(metrics: dict | None) -> str:
+    def cell(metrics: dict | None, key: str = "test_perplexity") -> str:
         if metrics is None:
             return "not run | -"
-        ppl = metrics["test_perplexity"]
+        ppl = metrics[key] if key == "test_perplexity" else metrics["ablations"][key]
         return f"{ppl:.2f} | {ppl / base:.3f}"
 
+    def third(name: str) -> str:
+        if scored is None:
+            return ""
+        metrics = scored.get(name)
+        return " " + cell(metrics if metrics is None or "preceding" in metrics.get(
+            "ablations", {}) else None, "preceding") + " |"
+
     lines = ["| row | test ppl, rest | / document LSTM | test ppl, preceding | "
-             "/ document LSTM | preceding / rest |", "| --- | --- | --- | --- | --- | --- |"]
+             "/ document LSTM | preceding / rest |"
+             + (" trained on rest, scored on preceding | / document LSTM |" if scored else ""),
+             "| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if scored else "")]
     for name, metrics in rest.items():
         if reads_document(metrics["model"]):
             other = preceding.get(name)
             change = ("-" if other is None else
                       f"{other['test_perplexity'] / metrics['test_perplexity']:.3f}")
-            lines.append(f"| {name} | {cell(metrics)} | {cell(other)} | {change} |")
+            lines.append(f"| {name} | {cell(metrics)} | {cell(other)} | {change} |"
+                         + third(name))
     for name, metrics in preceding.items():
         if name not in rest and reads_document(metrics["model"]):
-            lines.append(f"| {name} | not run | - | {cell(metrics)} | - |")
+            lines.append(f"| {name} | not run | - | {cell(metrics)} | - |" + third(name))
+    if scored is not None:
+        differ = [f"{name} ({m['test_perplexity']:.2f}, --rest "
+                  f"{rest[name]['test_perplexity']:.2f})" for name, m in scored.items()
+                  if name in rest and abs(m["test_perplexity"]
+                                          - rest[name]["test_perplexity"]) >= 0.005]
+        lines += ["", "The rows trained again for the third column with another test "
+                  f"perplexity than their --rest record: {', '.join(differ)}" if differ else
+                  "The rows trained again for the third column repeat their --rest records' "
+                  "test perplexity (to 0.01)."]
     shared = [(name, m) for name, m in rest.items() if not reads_document(m["model"])]
     lines += ["", "The rows that read no document text (the same under both protocols; "
               "from --rest):", "", "| row | test ppl | / document LSTM |", "| --- | --- | --- |"]
@@ -143,10 +176,24 @@ def main(argv: list[str] | None = None) -> str:
     if unequal:
         raise UserError(f"{', '.join(unequal)} trained under another --fixed-budget in "
                         "--rest and in --preceding; give both the same budget")
+    scored = None
+    if args.rest_scored_preceding is not None:
+        again = settings(args.rest_scored_preceding, "--rest-scored-preceding")
+        differ = sorted(k for k in rest.keys() | again.keys()
+                        if k not in ("data_dir", "fixed_budget") and rest.get(k) != again.get(k))
+        if differ:
+            raise UserError(f"--rest and --rest-scored-preceding differ in {', '.join(differ)}; "
+                            "give the records of the rest comparison's rows run again with "
+                            "--ablations")
+        scored = records(args.rest_scored_preceding, "rest", "--rest-scored-preceding")
     text = ("Test perplexity under the papers' protocol (--context rest: the document minus "
             "the sentence) and the causal one (--context preceding: the text before the "
             f"sentence), as ratios to the document-level LSTM; records from {args.rest} and "
-            f"{args.preceding}\n\n" + table(rest_runs, preceding_runs))
+            f"{args.preceding}"
+            + ("" if scored is None else
+               f"; the third column from {args.rest_scored_preceding}: runs trained under rest "
+               "and scored under preceding, as the 2023 re-evaluation's code does")
+            + "\n\n" + table(rest_runs, preceding_runs, scored))
     output = args.output or args.preceding / "protocols.md"
     write_text(output, text)
     print(text + f"\nwritten to {output}")

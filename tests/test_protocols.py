@@ -13,9 +13,9 @@ SETTINGS = {"dataset": "apnews", "data_dir": "/data", "preset": "small", "num_to
             "train_args": ["--topic-min-docs", "10"]}
 
 
-def write_records(directory, rows, context, settings=SETTINGS):
+def write_records(directory, rows, context, settings=SETTINGS, ablations=None):
     """``rows``: run name -> (model, test perplexity); each record trained under
-    ``context``."""
+    ``context``; ``ablations``: run name -> its ablation scores, where it has some."""
     directory.mkdir(parents=True)
     args = dict(settings)
     if context == "preceding":
@@ -23,8 +23,10 @@ def write_records(directory, rows, context, settings=SETTINGS):
     (directory / "compare.json").write_text(json.dumps(args))
     for name, (model, test) in rows.items():
         (directory / name).mkdir()
-        (directory / name / "metrics.json").write_text(
-            json.dumps({"model": model, "test_perplexity": test}))
+        metrics = {"model": model, "test_perplexity": test}
+        if name in (ablations or {}):
+            metrics["ablations"] = ablations[name]
+        (directory / name / "metrics.json").write_text(json.dumps(metrics))
         (directory / name / "config.json").write_text(json.dumps({"data": {"context": context}}))
     return directory
 
@@ -57,6 +59,39 @@ def test_both_protocols_side_by_side_as_ratios_to_the_document_lstm(comparisons)
     assert not any(line.startswith(("| lstm |", "| lclm |")) for line in
                    lines[:lines.index("| row | test ppl | / document LSTM |")])
     assert (preceding / "protocols.md").read_text() == text
+
+
+def test_a_third_column_trained_under_rest_and_scored_under_preceding(comparisons, tmp_path,
+                                                                        capsys):
+    rest, preceding = comparisons
+    scored = write_records(tmp_path / "scored", {
+        "tcnlm": ("tcnlm", 60.0), "tdlm": ("tdlm", 68.5), "topic_rnn": ("topic_rnn", 66.0)},
+        "rest", dict(SETTINGS, patience=2), ablations={
+            "tcnlm": {"shuffled": 70.0, "preceding": 76.8}, "tdlm": {"shuffled": 70.0},
+            "topic_rnn": {"preceding": 67.2}})
+    lines = main(["--rest", str(rest), "--preceding", str(preceding),
+                  "--rest-scored-preceding", str(scored)]).splitlines()
+    assert "| tcnlm | 60.00 | 0.938 | 72.00 | 1.125 | 1.200 | 76.80 | 1.200 |" in lines
+    assert "| tdlm | 68.00 | 1.062 | not run | - | - | not run | - |" in lines   # no ablation
+    assert "| topic_rnn | not run | - | 70.40 | 1.100 | - | 67.20 | 1.050 |" in lines
+    assert ("The rows trained again for the third column with another test perplexity than "
+            "their --rest record: tdlm (68.50, --rest 68.00)") in lines
+    (scored / "tdlm" / "metrics.json").write_text(json.dumps({"model": "tdlm",
+                                                              "test_perplexity": 68.0}))
+    lines = main(["--rest", str(rest), "--preceding", str(preceding),
+                  "--rest-scored-preceding", str(scored)]).splitlines()
+    assert ("The rows trained again for the third column repeat their --rest records' test "
+            "perplexity (to 0.01).") in lines
+    two = main(["--rest", str(rest), "--preceding", str(preceding)])
+    assert "scored on preceding" not in two and "trained again" not in two
+    other = write_records(tmp_path / "seed1", {"tcnlm": ("tcnlm", 60.0)}, "rest",
+                          dict(SETTINGS, seed=1))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--rest", str(rest), "--preceding", str(preceding),
+              "--rest-scored-preceding", str(other)])
+    assert exit_info.value.code == 2
+    assert "--rest and --rest-scored-preceding differ in seed" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("change, message", [
