@@ -120,8 +120,8 @@ def table(rest: dict[str, dict], preceding: dict[str, dict],
         if scored is None:
             return ""
         metrics = scored.get(name)
-        return " " + cell(metrics if metrics is None or "preceding" in metrics.get(
-            "ablations", {}) else None, "preceding") + " |"
+        scored_preceding = metrics is not None and "preceding" in metrics.get("ablations", {})
+        return " " + cell(metrics if scored_preceding else None, "preceding") + " |"
 
     lines = ["| row | test ppl, rest | / document LSTM | test ppl, preceding | "
              "/ document LSTM | preceding / rest |"
