@@ -46,18 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def common_settings(directories: list[Path]) -> dict:
-    """The settings the directories' comparisons share; a :class:`UserError` where they
-    differ in more than :data:`MAY_DIFFER`."""
-    first = recorded_settings(directories[0], "--records")
-    for directory in directories[1:]:
-        other = recorded_settings(directory, "--records")
+def common_settings(directories: list[Path]) -> list[dict]:
+    """The settings of the directories' comparisons, one per directory; a
+    :class:`UserError` where they differ in more than :data:`MAY_DIFFER`."""
+    found = [recorded_settings(directory, "--records") for directory in directories]
+    first = found[0]
+    for directory, other in zip(directories[1:], found[1:]):
         differ = sorted(k for k in first.keys() | other.keys()
                         if k not in MAY_DIFFER and first.get(k) != other.get(k))
         if differ:
             raise UserError(f"--records {directories[0]} and {directory} differ in "
                             f"{', '.join(differ)}; give comparisons of one corpus and setting")
-    return first
+    return found
 
 
 def paper_value(paper: dict, name: str, topics: int | None) -> float | None:
@@ -122,15 +122,14 @@ def table(found: list[dict], paper: dict, first: str, keep: set[str] | None = No
 def main(argv: list[str] | None = None) -> str:
     args = build_parser().parse_args(argv)
     settings = common_settings(args.records)
-    key = (settings.get("dataset"), settings.get("preset"))
+    key = (settings[0].get("dataset"), settings[0].get("preset"))
     paper = TABLE_2.get(key)
     if paper is None:
         have = ", ".join(f"{d} {p}" for d, p in TABLE_2)
         raise UserError(f"the TCNLM paper's Table 2 has no {key[0]} {key[1]} column (it has "
                         f"{have}); these records are of another corpus or preset")
-    found = [e for directory in args.records
-             for e in entries(directory, recorded_settings(directory, "--records")
-                              .get("fixed_budget", {}))]
+    found = [e for directory, recorded in zip(args.records, settings)
+             for e in entries(directory, recorded.get("fixed_budget", {}))]
     if not found:
         raise UserError(f"no finished run's record (*/metrics.json with a test perplexity) in "
                         f"{', '.join(map(str, args.records))}")

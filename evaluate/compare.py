@@ -410,13 +410,12 @@ def ablation_evaluations(run_dir: Path) -> dict[str, float]:
     return result
 
 
-def evaluated(run_dir: Path, model: str, ablations: bool) -> dict:
-    """A finished run's metrics with its ``size`` and, for a topic model (``model``: its
-    registry name), its ``coherence`` (and with ``ablations`` its ``ablations`` scores), as
-    JSON gives them back (string keys), so that they equal what the run's record reads
-    back."""
-    metrics = json.loads(RunDirectory(run_dir).metrics.read_text())
-    metrics["size"] = size_of(run_dir)
+def evaluated(run_dir: Path, metrics: dict, model: str, ablations: bool) -> dict:
+    """The ``metrics`` of the finished run in ``run_dir`` (as :func:`finished` read them)
+    with its ``size`` and, for a topic model (``model``: its registry name), its
+    ``coherence`` (and with ``ablations`` its ``ablations`` scores), as JSON gives them back
+    (string keys), so that they equal what the run's record reads back."""
+    metrics = {**metrics, "size": size_of(run_dir)}
     if MODELS[model].has_topics:
         metrics["coherence"] = topic_evaluations(run_dir)
         if ablations:
@@ -683,13 +682,14 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
         """``runs[key]`` from the run directory where it is finished (and its record,
         written where it is new or ``fresh``), else from its record."""
         name, run_dir = names[key], directory / names[key]
-        if finished(run_dir) is None:
+        metrics = finished(run_dir)
+        if metrics is None:
             recorded = finished(record_dir / name) if record_dir is not None else None
             if recorded:
                 runs[key] = recorded
                 from_records.append(name)
             return
-        runs[key] = evaluated(run_dir, ROWS[key.row][0], args.ablations)
+        runs[key] = evaluated(run_dir, metrics, ROWS[key.row][0], args.ablations)
         if record_dir is not None and (fresh or finished(record_dir / name) is None):
             written = write_record(record_dir, run_dir, runs[key])
             done = {k: runs[k] for k in order if k in runs}

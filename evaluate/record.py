@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     (args.record_dir / args.run.name).mkdir(parents=True, exist_ok=True)
     if args.commit_records:
         git_toplevel(args.record_dir)
-    metrics = evaluated(args.run, model, ablations=False)
+    metrics = evaluated(args.run, metrics, model, ablations=False)
     written = write_record(args.record_dir, args.run, metrics)
     print(f"recorded {args.run} in {args.record_dir / args.run.name}: test perplexity "
           f"{metrics['test_perplexity']:.2f} after {len(metrics['epochs'])} epochs "
