@@ -1,0 +1,134 @@
+"""Why do a TDLM's topics share their word lists? A probe of a trained run.
+
+Under ``--context preceding`` every document's first sentence has an empty context, on which
+TDLM's attention is uniform (d = 0, so p = softmax(A d) = 1/k, Lau et al. 2017 eq. 1): the
+language model's gradient on s = B^T p (eq. 2) then reaches every topic vector B_k in equal
+parts. This prints, for the run's best weights:
+
+* which topics share their word lists: a topic is in a shared group when at least
+  ``--min-topics`` others have ``--min-words`` or more of its top 10 words (Sec. 5's
+  softmax(B W + b));
+* how much the topic model attends to each group: the mean attention p over the whole
+  documents of the training split (what its own task reads);
+* where the language model's gradient on each B_k comes from: of ``--batches`` training
+  batches (the run's protocol, in a fixed order), the share of |dL/dB_k| from the examples
+  whose context is empty against the others (the loss as in evaluation, without dropout);
+* how alike the topic vectors are within each group (mean cosine).
+
+Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an APNEWS run."""
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from tcnlm_tf.arguments import integer  # noqa: E402
+from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+
+
+def shared_groups(top: list[tuple[int, ...]], min_words: int, min_topics: int) -> np.ndarray:
+    """bool [k]: topics whose top words (``top``, one tuple of word ids per topic) share
+    ``min_words`` or more with at least ``min_topics`` other topics."""
+    sets = [set(t) for t in top]
+    return np.array([sum(len(a & b) >= min_words for j, b in enumerate(sets) if j != i)
+                     >= min_topics for i, a in enumerate(sets)])
+
+
+def gradient_parts(run, documents, batches: int):
+    """(dL/dB from the examples with an empty context, dL/dB from the others, their counts)
+    over the first ``batches`` training batches of ``documents`` in the run's protocol, the
+    loss summed as in evaluation (no dropout); the two parts add up to the whole gradient."""
+    import tensorflow as tf
+
+    from tcnlm_tf import pipeline
+    from tcnlm_tf.runs import encode_documents
+
+    variable = run.model.topic_model.attention.topic_outputs
+    dataset = pipeline.model_dataset(run.model, run.config, encode_documents(run, documents),
+                                     "train", shuffle_seed=0)
+    parts = [np.zeros(variable.shape, np.float64), np.zeros(variable.shape, np.float64)]
+    counts = [0, 0]
+    for batch in dataset.take(batches):
+        empty = tf.reduce_all(tf.equal(batch["bow"], 0), axis=1)
+        for index, selected in enumerate((empty, tf.logical_not(empty))):
+            mask = tf.cast(selected, tf.float32)[:, None]
+            with tf.GradientTape() as tape:
+                loss = run.model.loss_terms(dict(batch, weights=batch["weights"] * mask))
+            parts[index] += tf.convert_to_tensor(tape.gradient(loss["nll_sum"],
+                                                               variable)).numpy()
+            counts[index] += int(tf.reduce_sum(tf.cast(selected, tf.int32)))
+    return parts[0], parts[1], counts
+
+
+def mean_cosine(vectors: np.ndarray) -> float:
+    """Mean cosine over the distinct pairs of rows of ``vectors`` (nan for fewer than 2)."""
+    if len(vectors) < 2:
+        return float("nan")
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    return float(cos[~np.eye(len(cos), dtype=bool)].mean())
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.probe_tdlm_topics",
+                                allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    p.add_argument("--run", required=True, help="a TDLM run directory (train.run)")
+    p.add_argument("--batches", type=integer(1), default=60,
+                   help="training batches the gradient is summed over (60)")
+    p.add_argument("--min-words", type=integer(1), default=5,
+                   help="top-10 words two topics share to count as alike (5)")
+    p.add_argument("--min-topics", type=integer(1), default=5,
+                   help="alike topics that make a topic part of a shared group (5)")
+    args = p.parse_args(argv)
+    from evaluate.common import read_documents, split_file
+    from tcnlm_tf.evaluation import document_topics
+    from tcnlm_tf.runs import load_run
+
+    run = load_run(args.run)
+    if run.config.model.model != "tdlm":
+        raise UserError(f"--run {args.run} is a {run.config.model.model} run; the probe "
+                        "reads TDLM's attention and topic vectors")
+    topic_model = run.model.topic_model
+    words = topic_model.topic_word().numpy()
+    vocab = run.lm_vocab if words.shape[1] == len(run.lm_vocab) else run.topic_vocab
+    top = [tuple(np.argsort(-row)[:10]) for row in words]
+    shared = shared_groups(top, args.min_words, args.min_topics)
+    documents = read_documents(split_file(run, "train"))
+    usage = document_topics(run, documents).mean(axis=0)
+    empty, other, counts = gradient_parts(run, documents, args.batches)
+    share = np.linalg.norm(empty, axis=1) / (np.linalg.norm(empty, axis=1)
+                                             + np.linalg.norm(other, axis=1))
+    vectors = topic_model.topic_vectors().numpy()
+    commonest = np.bincount(np.concatenate([top[i] for i in np.flatnonzero(shared)]),
+                            minlength=len(vocab)) if shared.any() else np.zeros(1, int)
+    result = {"checkpoint": run.checkpoint, "topics": len(top), "shared": int(shared.sum()),
+              "shared_words": [vocab.words[i] for i in np.argsort(-commonest)[:8]]
+              if shared.any() else [],
+              "examples": {"empty": counts[0], "other": counts[1]}}
+    for name, group in (("shared", shared), ("other", ~shared)):
+        result[name + "_group"] = {
+            "attention": float(usage[group].mean()) if group.any() else float("nan"),
+            "empty_gradient_share": float(share[group].mean()) if group.any() else float("nan"),
+            "vector_cosine": mean_cosine(vectors[group])}
+    print(f"{args.run} ({run.checkpoint}), {len(top)} topics, context "
+          f"{run.config.data.context}")
+    print(f"{result['shared']} topics in shared groups (>= {args.min_words} of their top 10 "
+          f"words with >= {args.min_topics} others); their commonest words: "
+          f"{' '.join(result['shared_words'])}")
+    print(f"{args.batches} training batches: {counts[0]} examples with an empty context, "
+          f"{counts[1]} others (uniform attention would be {1 / len(top):.4f})")
+    print("| topics | mean attention on training documents | share of |dL/dB_k| from empty "
+          "contexts | mean cosine of their B_k |\n| --- | --- | --- | --- |")
+    for name in ("shared", "other"):
+        group = result[name + "_group"]
+        print(f"| {name} | {group['attention']:.4f} | {group['empty_gradient_share']:.3f} | "
+              f"{group['vector_cosine']:.3f} |")
+    return result
+
+
+if __name__ == "__main__":
+    main()

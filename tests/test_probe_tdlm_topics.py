@@ -1,0 +1,55 @@
+"""benchmarks.probe_tdlm_topics on a tiny TDLM trained under --context preceding: its two
+gradient parts (examples with an empty context, the others) add up to the whole gradient,
+the first sentences are the empty ones, and a run of another model is a one-line error."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from benchmarks.probe_tdlm_topics import gradient_parts, main, shared_groups
+from evaluate.common import read_documents, split_file
+from tcnlm_tf import pipeline
+from tcnlm_tf.models.registry import MODELS
+from tcnlm_tf.runs import encode_documents, load_run
+from tests.conftest import run_flags
+from tests.test_evaluate import TINY
+from train.run import main as train
+
+#: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
+
+def test_shared_groups_count_topics_alike_to_enough_others():
+    top = [(1, 2, 3), (1, 2, 4), (1, 2, 5), (7, 8, 9)]
+    np.testing.assert_array_equal(shared_groups(top, 2, 2), [True, True, True, False])
+    np.testing.assert_array_equal(shared_groups(top, 3, 1), [False] * 4)
+
+
+def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
+    train(TINY + ["--model", "tdlm", *MODELS["tdlm"].test_flags, "--context", "preceding",
+                  "--epochs", "1", *run_flags(tmp_path, "tdlm")])
+    run_dir = tmp_path / "runs" / "tdlm"
+    run = load_run(run_dir)
+    documents = read_documents(split_file(run, "train"))
+    empty, other, counts = gradient_parts(run, documents, 2)
+    assert counts[0] > 0 and counts[1] > 0 and not np.allclose(empty, 0)
+    variable = run.model.topic_model.attention.topic_outputs
+    dataset = pipeline.model_dataset(run.model, run.config, encode_documents(run, documents),
+                                     "train", shuffle_seed=0)
+    whole = np.zeros(variable.shape)
+    for batch in dataset.take(2):
+        with tf.GradientTape() as tape:
+            loss = run.model.loss_terms(batch)["nll_sum"]
+        whole += tf.convert_to_tensor(tape.gradient(loss, variable)).numpy()
+    np.testing.assert_allclose(empty + other, whole, rtol=1e-4, atol=1e-6)
+    result = main(["--run", str(run_dir), "--batches", "2"])
+    assert result["examples"] == {"empty": counts[0], "other": counts[1]}
+    assert result["topics"] == 4
+    assert "share of |dL/dB_k| from empty contexts" in capsys.readouterr().out
+
+
+def test_a_run_of_another_model_is_a_one_line_error(tmp_path, capsys):
+    train(TINY + ["--model", "lstm", "--max-steps", "1", *run_flags(tmp_path, "lstm")])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--run", str(tmp_path / "runs" / "lstm")])
+    assert exit_info.value.code == 2
+    assert "the probe reads TDLM's attention" in capsys.readouterr().err
