@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> dict:
                    help="top-10 words two topics share to count as alike (5)")
     p.add_argument("--min-topics", type=integer(1), default=5,
                    help="alike topics that make a topic part of a shared group (5)")
+    p.add_argument("--list", action="store_true",
+                   help="also every topic, by mean attention: its attention, its share of "
+                        "the gradient from empty contexts, its group and its top 10 words")
     args = p.parse_args(argv)
     from evaluate.common import read_documents, split_file
     from tcnlm_tf.evaluation import document_topics
@@ -127,6 +130,13 @@ def main(argv: list[str] | None = None) -> dict:
         group = result[name + "_group"]
         print(f"| {name} | {group['attention']:.4f} | {group['empty_gradient_share']:.3f} | "
               f"{group['vector_cosine']:.3f} |")
+    if args.list:
+        print("\n| topic | mean attention | share from empty contexts | group | top 10 words |"
+              "\n| --- | --- | --- | --- | --- |")
+        for k in np.argsort(-usage):
+            print(f"| {k} | {usage[k]:.4f} | {share[k]:.3f} | "
+                  f"{'shared' if shared[k] else 'other'} | "
+                  f"{' '.join(vocab.words[i] for i in top[k])} |")
     return result
 
 

@@ -41,10 +41,14 @@ def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
             loss = run.model.loss_terms(batch)["nll_sum"]
         whole += tf.convert_to_tensor(tape.gradient(loss, variable)).numpy()
     np.testing.assert_allclose(empty + other, whole, rtol=1e-4, atol=1e-6)
-    result = main(["--run", str(run_dir), "--batches", "2"])
+    result = main(["--run", str(run_dir), "--batches", "2", "--list"])
     assert result["examples"] == {"empty": counts[0], "other": counts[1]}
     assert result["topics"] == 4
-    assert "share of |dL/dB_k| from empty contexts" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "share of |dL/dB_k| from empty contexts" in out
+    listed = [line for line in out.splitlines() if line.startswith("| ")
+              and line.split(" | ")[0][2:].isdigit()]
+    assert sorted(int(line.split(" | ")[0][2:]) for line in listed) == [0, 1, 2, 3]
 
 
 def test_a_run_of_another_model_is_a_one_line_error(tmp_path, capsys):
