@@ -11,8 +11,9 @@ parts. This prints, for the run's best weights:
 * how much the topic model attends to each group: the mean attention p over the whole
   documents of the training split (what its own task reads);
 * where the language model's gradient on each B_k comes from: of ``--batches`` training
-  batches (the run's protocol, in a fixed order), the share of |dL/dB_k| from the examples
-  whose context is empty against the others (the loss as in evaluation, without dropout);
+  batches (the run's protocol, in a fixed order), the share |g_e| / (|g_e| + |g_o|) of the
+  gradient g_e of the examples whose context is empty against g_o of the others (the loss
+  as in evaluation, without dropout);
 * how alike the topic vectors are within each group (mean cosine).
 
 Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an APNEWS run."""
@@ -124,8 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"{' '.join(result['shared_words'])}")
     print(f"{args.batches} training batches: {counts[0]} examples with an empty context, "
           f"{counts[1]} others (uniform attention would be {1 / len(top):.4f})")
-    print("| topics | mean attention on training documents | share of |dL/dB_k| from empty "
-          "contexts | mean cosine of their B_k |\n| --- | --- | --- | --- |")
+    print("| topics | mean attention on training documents | share of the gradient on B_k "
+          "from empty contexts | mean cosine of their B_k |\n| --- | --- | --- | --- |")
     for name in ("shared", "other"):
         group = result[name + "_group"]
         print(f"| {name} | {group['attention']:.4f} | {group['empty_gradient_share']:.3f} | "

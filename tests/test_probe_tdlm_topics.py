@@ -45,7 +45,7 @@ def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
     assert result["examples"] == {"empty": counts[0], "other": counts[1]}
     assert result["topics"] == 4
     out = capsys.readouterr().out
-    assert "share of |dL/dB_k| from empty contexts" in out
+    assert "share of the gradient on B_k from empty contexts" in out
     listed = [line for line in out.splitlines() if line.startswith("| ")
               and line.split(" | ")[0][2:].isdigit()]
     assert sorted(int(line.split(" | ")[0][2:]) for line in listed) == [0, 1, 2, 3]
