@@ -12,8 +12,8 @@ parts. This prints, for the run's best weights:
   documents of the training split (what its own task reads);
 * where the language model's gradient on each B_k comes from: of ``--batches`` training
   batches (the run's protocol, in a fixed order), the share |g_e| / (|g_e| + |g_o|) of the
-  gradient g_e of the examples whose context is empty against g_o of the others (the loss
-  as in evaluation, without dropout);
+  gradient g_e of the examples whose context is empty (no topic-vocabulary word: d = 0)
+  against g_o of the others (the loss as in evaluation, without dropout);
 * how alike the topic vectors are within each group (mean cosine).
 
 Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an APNEWS run."""
