@@ -14,7 +14,9 @@ parts. This prints, for the run's best weights:
   batches (the run's protocol, in a fixed order), the share |g_e| / (|g_e| + |g_o|) of the
   gradient g_e of the examples whose context is empty (no topic-vocabulary word: d = 0)
   against g_o of the others (the loss as in evaluation, without dropout);
-* how alike the topic vectors are within each group (mean cosine).
+* how alike the topic vectors are within each group (mean cosine);
+* how many examples of the whole training split have an empty context under each protocol
+  (``rest``: the document minus the sentence; ``preceding``: the text before it).
 
 Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an APNEWS run."""
 from __future__ import annotations
@@ -38,18 +40,33 @@ def shared_groups(top: list[tuple[int, ...]], min_words: int, min_topics: int) -
                      >= min_topics for i, a in enumerate(sets)])
 
 
-def gradient_parts(run, documents, batches: int):
+def empty_contexts(run, arrays) -> dict[str, tuple[int, int]]:
+    """{protocol: (examples whose context has no topic-vocabulary word, examples)} over the
+    sentence-mode examples of ``arrays`` (the run's sequence length), for each protocol of
+    ``--context`` (``tcnlm_tf.config.CONTEXTS``)."""
+    from tcnlm_tf import pipeline
+    from tcnlm_tf.config import CONTEXTS
+
+    examples = pipeline.sentence_examples(arrays, run.config.data.seq_len)
+    counts = {}
+    for protocol in CONTEXTS:
+        rows = pipeline.protocol_context(arrays, examples, protocol)
+        words = (rows[:, 1] - rows[:, 0]) + (rows[:, 3] - rows[:, 2])
+        counts[protocol] = (int(np.sum(words == 0)), len(words))
+    return counts
+
+
+def gradient_parts(run, arrays, batches: int):
     """(dL/dB from the examples with an empty context, dL/dB from the others, their counts)
-    over the first ``batches`` training batches of ``documents`` in the run's protocol, the
-    loss summed as in evaluation (no dropout); the two parts add up to the whole gradient."""
+    over the first ``batches`` training batches of ``arrays`` (a split encoded in the run's
+    vocabularies) in the run's protocol, the loss summed as in evaluation (no dropout); the
+    two parts add up to the whole gradient."""
     import tensorflow as tf
 
     from tcnlm_tf import pipeline
-    from tcnlm_tf.runs import encode_documents
 
     variable = run.model.topic_model.attention.topic_outputs
-    dataset = pipeline.model_dataset(run.model, run.config, encode_documents(run, documents),
-                                     "train", shuffle_seed=0)
+    dataset = pipeline.model_dataset(run.model, run.config, arrays, "train", shuffle_seed=0)
     parts = [np.zeros(variable.shape, np.float64), np.zeros(variable.shape, np.float64)]
     counts = [0, 0]
     for batch in dataset.take(batches):
@@ -90,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     from evaluate.common import read_documents, split_file
     from tcnlm_tf.evaluation import document_topics
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs import encode_documents, load_run
 
     run = load_run(args.run)
     if run.config.model.model != "tdlm":
@@ -103,7 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
     shared = shared_groups(top, args.min_words, args.min_topics)
     documents = read_documents(split_file(run, "train"))
     usage = document_topics(run, documents).mean(axis=0)
-    empty, other, counts = gradient_parts(run, documents, args.batches)
+    arrays = encode_documents(run, documents)
+    empty, other, counts = gradient_parts(run, arrays, args.batches)
+    whole_split = empty_contexts(run, arrays)
     share = np.linalg.norm(empty, axis=1) / (np.linalg.norm(empty, axis=1)
                                              + np.linalg.norm(other, axis=1))
     vectors = topic_model.topic_vectors().numpy()
@@ -112,7 +131,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"checkpoint": run.checkpoint, "topics": len(top), "shared": int(shared.sum()),
               "shared_words": [vocab.words[i] for i in np.argsort(-commonest)[:8]]
               if shared.any() else [],
-              "examples": {"empty": counts[0], "other": counts[1]}}
+              "examples": {"empty": counts[0], "other": counts[1]},
+              "empty_in_split": whole_split}
     for name, group in (("shared", shared), ("other", ~shared)):
         result[name + "_group"] = {
             "attention": float(usage[group].mean()) if group.any() else float("nan"),
@@ -125,6 +145,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"{' '.join(result['shared_words'])}")
     print(f"{args.batches} training batches: {counts[0]} examples with an empty context, "
           f"{counts[1]} others (uniform attention would be {1 / len(top):.4f})")
+    print(f"the whole training split, {whole_split['rest'][1]} examples, with an empty context: "
+          + ", ".join(f"{empty_count} ({empty_count / total:.1%}) under {protocol}"
+                      for protocol, (empty_count, total) in whole_split.items()))
     print("| topics | mean attention on training documents | share of the gradient on B_k "
           "from empty contexts | mean cosine of their B_k |\n| --- | --- | --- | --- |")
     for name in ("shared", "other"):

@@ -1,11 +1,13 @@
 """benchmarks.probe_tdlm_topics on a tiny TDLM trained under --context preceding: its two
 gradient parts (examples with an empty context, the others) add up to the whole gradient,
-the first sentences are the empty ones, and a run of another model is a one-line error."""
+its counts of empty contexts under each protocol are those of the documents' own words, and a
+run of another model is a one-line error."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks.probe_tdlm_topics import gradient_parts, main, shared_groups
+from benchmarks.probe_tdlm_topics import (empty_contexts, gradient_parts, main,
+                                          shared_groups)
 from evaluate.common import read_documents, split_file
 from tcnlm_tf import pipeline
 from tcnlm_tf.models.registry import MODELS
@@ -30,11 +32,11 @@ def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
     run_dir = tmp_path / "runs" / "tdlm"
     run = load_run(run_dir)
     documents = read_documents(split_file(run, "train"))
-    empty, other, counts = gradient_parts(run, documents, 2)
+    arrays = encode_documents(run, documents)
+    empty, other, counts = gradient_parts(run, arrays, 2)
     assert counts[0] > 0 and counts[1] > 0 and not np.allclose(empty, 0)
     variable = run.model.topic_model.attention.topic_outputs
-    dataset = pipeline.model_dataset(run.model, run.config, encode_documents(run, documents),
-                                     "train", shuffle_seed=0)
+    dataset = pipeline.model_dataset(run.model, run.config, arrays, "train", shuffle_seed=0)
     whole = np.zeros(variable.shape)
     for batch in dataset.take(2):
         with tf.GradientTape() as tape:
@@ -44,11 +46,37 @@ def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
     result = main(["--run", str(run_dir), "--batches", "2", "--list"])
     assert result["examples"] == {"empty": counts[0], "other": counts[1]}
     assert result["topics"] == 4
+    assert result["empty_in_split"] == empty_contexts(run, arrays)
     out = capsys.readouterr().out
     assert "share of the gradient on B_k from empty contexts" in out
     listed = [line for line in out.splitlines() if line.startswith("| ")
               and line.split(" | ")[0][2:].isdigit()]
     assert sorted(int(line.split(" | ")[0][2:]) for line in listed) == [0, 1, 2, 3]
+
+
+def test_empty_contexts_are_counted_from_the_documents_words(tmp_path):
+    """Each example's context, counted from its document's sentences and the topic
+    vocabulary: the sentences before its own (preceding) or all the others (rest)."""
+    train(TINY + ["--model", "tdlm", *MODELS["tdlm"].test_flags, "--max-steps", "1",
+                  *run_flags(tmp_path, "tdlm")])
+    run = load_run(tmp_path / "runs" / "tdlm")
+    documents = read_documents(split_file(run, "train"))
+    documents[0] = [["zzz-not-a-topic-word"]] + documents[0]   # an empty first sentence
+    documents.append([["zzz-not-a-topic-word"]])                 # a document with no topic word
+    arrays = encode_documents(run, documents)
+    examples = pipeline.sentence_examples(arrays, run.config.data.seq_len)
+    topic_words = [[sum(word in run.topic_vocab.index for word in sentence)
+                    for sentence in document] for document in documents]
+    first_sentence = np.cumsum([0] + [len(document) for document in documents])
+    expected = {"rest": 0, "preceding": 0}
+    for document, sentence in zip(examples.documents, examples.sentences):
+        words = topic_words[document]
+        own = sentence - first_sentence[document]
+        expected["preceding"] += sum(words[:own]) == 0
+        expected["rest"] += sum(words) - words[own] == 0
+    counts = empty_contexts(run, arrays)
+    assert counts == {protocol: (expected[protocol], len(examples)) for protocol in expected}
+    assert counts["rest"][0] >= 1 and counts["preceding"][0] > counts["rest"][0]
 
 
 def test_a_run_of_another_model_is_a_one_line_error(tmp_path, capsys):
