@@ -21,6 +21,12 @@ protocol as a third column: DIR holds the records of the ``rest`` comparison's t
 (the same settings) trained with ``--ablations``, whose ``preceding`` ablation is that
 score; a row whose test perplexity there differs from its ``--rest`` record is named below
 the table (the trainer is deterministic, so the two runs should be the same).
+
+``--causal-records DIR [DIR ...]`` adds rows that read no document text from other
+comparisons of the same corpus and settings, e.g. ``results/i26-apnews-tied``, the tied
+LSTM trained on to convergence where ``--rest`` has it at a fixed budget; they join the
+shared rows, named with their directory. Every shared row says how many epochs it trained
+and how it stopped.
 """
 from __future__ import annotations
 
@@ -29,11 +35,14 @@ from pathlib import Path
 
 from evaluate.common import read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
+from evaluate.compare_report import stop_reason
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the row every ratio is to
 BASELINE = "lstm-document"
+#: settings in which the comparisons of --causal-records may differ from --rest's
+MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --ablations: their runs trained under rest and scored with "
                         "the preceding text only (the 2023 re-evaluation's code) make a "
                         "third column (default: two columns)")
+    p.add_argument("--causal-records", type=Path, nargs="+", default=[], metavar="DIR",
+                   help="record directories of other comparisons of the same corpus and "
+                        "settings whose rows read no document text, e.g. "
+                        "results/i26-apnews-tied (the tied LSTM to convergence); their rows "
+                        "join the shared ones, named with their directory (default: none)")
     return p
 
 
@@ -100,11 +114,22 @@ def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
     return found
 
 
+def shared_rows(runs: dict[str, dict], fixed_budget: dict[str, int],
+                label: str | None = None) -> list[tuple[str, dict, str]]:
+    """(row name, its record, how it trained) of each run in ``runs`` that reads no
+    document text; the name followed by `` (label)`` when ``label`` is given."""
+    return [(name if label is None else f"{name} ({label})", metrics,
+             f"{len(metrics.get('epochs', []))}, "
+             f"{stop_reason(metrics, fixed_budget.get(row_of(name) or name))}")
+            for name, metrics in runs.items() if not reads_document(metrics["model"])]
+
+
 def table(rest: dict[str, dict], preceding: dict[str, dict],
-          scored: dict[str, dict] | None = None) -> str:
+          shared: list[tuple[str, dict, str]], scored: dict[str, dict] | None = None) -> str:
     """The Markdown table: the rows that read their document under both protocols (with
     ``scored``, the records of ``--rest-scored-preceding``, a third column: their
-    ``preceding`` ablation), then the rows the protocol does not change."""
+    ``preceding`` ablation), then the rows the protocol does not change (``shared``, from
+    :func:`shared_rows`)."""
     if BASELINE not in rest:
         raise UserError(f"--rest has no record of the document-level LSTM ({BASELINE}), "
                         "the baseline of every ratio; add that row to its comparison")
@@ -146,10 +171,11 @@ def table(rest: dict[str, dict], preceding: dict[str, dict],
                   f"perplexity than their --rest record: {', '.join(differ)}" if differ else
                   "The rows trained again for the third column repeat their --rest records' "
                   "test perplexity (to 0.01)."]
-    shared = [(name, m) for name, m in rest.items() if not reads_document(m["model"])]
     lines += ["", "The rows that read no document text (the same under both protocols; "
-              "from --rest):", "", "| row | test ppl | / document LSTM |", "| --- | --- | --- |"]
-    lines += [f"| {name} | {cell(m)} |" for name, m in shared]
+              "from --rest and --causal-records):", "",
+              "| row | epochs, how it stopped | test ppl | / document LSTM |",
+              "| --- | --- | --- | --- |"]
+    lines += [f"| {name} | {trained} | {cell(m)} |" for name, m, trained in shared]
     return "\n".join(lines) + "\n"
 
 
@@ -186,6 +212,20 @@ def main(argv: list[str] | None = None) -> str:
                             "give the records of the rest comparison's rows run again with "
                             "--ablations")
         scored = records(args.rest_scored_preceding, "rest", "--rest-scored-preceding")
+    shared = shared_rows(rest_runs, budgets[0])
+    for directory in args.causal_records:
+        more = settings(directory, "--causal-records")
+        differ = sorted(k for k in rest.keys() | more.keys()
+                        if k not in MAY_DIFFER and rest.get(k) != more.get(k))
+        if differ:
+            raise UserError(f"--rest and --causal-records {directory} differ in "
+                            f"{', '.join(differ)}; give comparisons of one corpus and setting")
+        runs = records(directory, "rest", "--causal-records")
+        reading = sorted(name for name, m in runs.items() if reads_document(m["model"]))
+        if reading:
+            raise UserError(f"--causal-records {directory}: {', '.join(reading)} read their "
+                            "document's text; give only comparisons of rows that read none")
+        shared += shared_rows(runs, more.get("fixed_budget", {}), directory.name)
     text = ("Test perplexity under the papers' protocol (--context rest: the document minus "
             "the sentence) and the causal one (--context preceding: the text before the "
             f"sentence), as ratios to the document-level LSTM; records from {args.rest} and "
@@ -193,7 +233,10 @@ def main(argv: list[str] | None = None) -> str:
             + ("" if scored is None else
                f"; the third column from {args.rest_scored_preceding}: runs trained under rest "
                "and scored under preceding, as the 2023 re-evaluation's code does")
-            + "\n\n" + table(rest_runs, preceding_runs, scored))
+            + ("" if not args.causal_records else
+               "; more rows that read no document text from "
+               + ", ".join(map(str, args.causal_records)))
+            + "\n\n" + table(rest_runs, preceding_runs, shared, scored))
     output = args.output or args.preceding / "protocols.md"
     write_text(output, text)
     print(text + f"\nwritten to {output}")

@@ -1,7 +1,7 @@
 """``evaluate.protocols``: both context protocols side by side, from hand-made records of two
 comparisons (no training): the rows that read their document under both, the others once,
-every ratio to the document-level LSTM, and one-line errors for records that do not belong
-together."""
+every ratio to the document-level LSTM, shared rows from more comparisons, and one-line
+errors for records that do not belong together."""
 import json
 
 import pytest
@@ -23,7 +23,8 @@ def write_records(directory, rows, context, settings=SETTINGS, ablations=None):
     (directory / "compare.json").write_text(json.dumps(args))
     for name, (model, test) in rows.items():
         (directory / name).mkdir()
-        metrics = {"model": model, "test_perplexity": test}
+        metrics = {"model": model, "test_perplexity": test, "epochs": [{}] * 3,
+                   "stopped": "early_stopping"}
         if name in (ablations or {}):
             metrics["ablations"] = ablations[name]
         (directory / name / "metrics.json").write_text(json.dumps(metrics))
@@ -53,12 +54,41 @@ def test_both_protocols_side_by_side_as_ratios_to_the_document_lstm(comparisons)
     assert "| tcnlm | 60.00 | 0.938 | 72.00 | 1.125 | 1.200 |" in lines
     assert "| tdlm | 68.00 | 1.062 | not run | - | - |" in lines
     assert "| topic_rnn | not run | - | 70.40 | 1.100 | - |" in lines
-    shared = lines[lines.index("| row | test ppl | / document LSTM |"):]
-    assert shared[2:] == ["| lstm | 72.00 | 1.125 |", "| lstm-document | 64.00 | 1.000 |",
-                          "| lclm | 80.00 | 1.250 |"]
+    header = "| row | epochs, how it stopped | test ppl | / document LSTM |"
+    shared = lines[lines.index(header):]
+    assert shared[2:] == ["| lstm | 3, patience | 72.00 | 1.125 |",
+                          "| lstm-document | 3, patience | 64.00 | 1.000 |",
+                          "| lclm | 3, patience | 80.00 | 1.250 |"]
     assert not any(line.startswith(("| lstm |", "| lclm |")) for line in
-                   lines[:lines.index("| row | test ppl | / document LSTM |")])
+                   lines[:lines.index(header)])
     assert (preceding / "protocols.md").read_text() == text
+
+
+def test_more_shared_rows_from_other_comparisons(comparisons, tmp_path, capsys):
+    """A row trained on to convergence in another comparison joins the shared rows beside
+    its fixed-budget namesake; a comparison with another setting, or with a row that reads
+    its document, is a one-line error."""
+    rest, preceding = comparisons
+    write_records(tmp_path / "lstm-only", {"lstm-tied": ("lstm", 65.0)}, "rest")
+    saved = json.loads((rest / "compare.json").read_text())
+    (rest / "compare.json").write_text(json.dumps(dict(saved, fixed_budget={"lstm": 10})))
+    lines = main(["--rest", str(rest), "--preceding", str(preceding),
+                  "--causal-records", str(tmp_path / "lstm-only")]).splitlines()
+    assert "| lstm | 3, fixed budget (10 epochs) | 72.00 | 1.125 |" in lines
+    assert lines[-1] == "| lstm-tied (lstm-only) | 3, patience | 65.00 | 1.016 |"
+    assert f"more rows that read no document text from {tmp_path / 'lstm-only'}" in lines[0]
+    write_records(tmp_path / "seed1", {"lstm-tied": ("lstm", 65.0)}, "rest",
+                  dict(SETTINGS, seed=1))
+    write_records(tmp_path / "topics", {"tdlm": ("tdlm", 65.0)}, "rest")
+    for directory, message in (("seed1", "differ in seed; give comparisons of one corpus"),
+                               ("topics", "tdlm read their document's text")):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--rest", str(rest), "--preceding", str(preceding),
+                  "--causal-records", str(tmp_path / directory)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
 
 
 def test_a_third_column_trained_under_rest_and_scored_under_preceding(comparisons, tmp_path,
