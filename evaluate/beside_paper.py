@@ -21,15 +21,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluate.common import emit, read_record, records_parser, row_of, row_order
+from evaluate.common import (MAY_DIFFER, emit, read_record, records_parser, row_of,
+                             row_order)
 from evaluate.compare import recorded_settings
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
 from evaluate.published import TABLE_2, TABLE_2_ROWS
 from tcnlm_tf.errors import UserError, exit_on_user_error
-
-#: settings that may differ between the directories: where the corpus was, and the rows'
-#: budgets (each line says how its row stopped)
-MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file  # noqa: E402
 from tcnlm_tf.errors import UserError  # noqa: E402
 
+#: the settings in which comparisons whose records one table joins may differ: where the
+#: corpus was, and the rows' budgets (each line says how its row stopped)
+MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
+
 
 def parser(prog: str, description: str, epilog: str = "",
            corpus: bool = True) -> argparse.ArgumentParser:

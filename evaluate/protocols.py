@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluate.common import read_record, records_parser, row_of, row_order
+from evaluate.common import MAY_DIFFER, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.compare_report import stop_reason
 from tcnlm_tf.corpus import write_text
@@ -41,8 +41,6 @@ from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the row every ratio is to
 BASELINE = "lstm-document"
-#: settings in which the comparisons of --causal-records may differ from --rest's
-MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
 
 
 def build_parser() -> argparse.ArgumentParser:
