@@ -26,10 +26,18 @@ def test_shared_groups_count_topics_alike_to_enough_others():
     np.testing.assert_array_equal(shared_groups(top, 3, 1), [False] * 4)
 
 
-def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def preceding_tdlm(tmp_path_factory):
+    """A tiny TDLM run trained one epoch under --context preceding (its directory), shared by
+    the tests that read a run's weights, vocabularies and configuration."""
+    workdir = tmp_path_factory.mktemp("probe")
     train(TINY + ["--model", "tdlm", *MODELS["tdlm"].test_flags, "--context", "preceding",
-                  "--epochs", "1", *run_flags(tmp_path, "tdlm")])
-    run_dir = tmp_path / "runs" / "tdlm"
+                  "--epochs", "1", *run_flags(workdir, "tdlm")])
+    return workdir / "runs" / "tdlm"
+
+
+def test_the_probe_splits_the_gradient_by_empty_context(preceding_tdlm, capsys):
+    run_dir = preceding_tdlm
     run = load_run(run_dir)
     documents = read_documents(split_file(run, "train"))
     arrays = encode_documents(run, documents)
@@ -54,12 +62,11 @@ def test_the_probe_splits_the_gradient_by_empty_context(tmp_path, capsys):
     assert sorted(int(line.split(" | ")[0][2:]) for line in listed) == [0, 1, 2, 3]
 
 
-def test_empty_contexts_are_counted_from_the_documents_words(tmp_path):
+def test_empty_contexts_are_counted_from_the_documents_words(preceding_tdlm):
     """Each example's context, counted from its document's sentences and the topic
-    vocabulary: the sentences before its own (preceding) or all the others (rest)."""
-    train(TINY + ["--model", "tdlm", *MODELS["tdlm"].test_flags, "--max-steps", "1",
-                  *run_flags(tmp_path, "tdlm")])
-    run = load_run(tmp_path / "runs" / "tdlm")
+    vocabulary: the sentences before its own (preceding) or all the others (rest), whatever
+    protocol the run trained under."""
+    run = load_run(preceding_tdlm)
     documents = read_documents(split_file(run, "train"))
     documents[0] = [["zzz-not-a-topic-word"]] + documents[0]   # an empty first sentence
     documents.append([["zzz-not-a-topic-word"]])                 # a document with no topic word
