@@ -23,10 +23,10 @@ score; a row whose test perplexity there differs from its ``--rest`` record is n
 the table (the trainer is deterministic, so the two runs should be the same).
 
 ``--causal-records DIR [DIR ...]`` adds rows that read no document text from other
-comparisons of the same corpus and settings, e.g. ``results/i26-apnews-tied``, the tied
-LSTM trained on to convergence where ``--rest`` has it at a fixed budget; they join the
-shared rows, named with their directory. Every shared row says how many epochs it trained
-and how it stopped.
+comparisons of the same corpus and settings (under either ``--context``: such rows read
+the same text under both), e.g. ``results/i26-apnews-tied``, the tied LSTM trained on to
+convergence where ``--rest`` has it at a fixed budget; they join the shared rows, named
+with their directory. Every shared row says how many epochs it trained and how it stopped.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "third column (default: two columns)")
     p.add_argument("--causal-records", type=Path, nargs="+", default=[], metavar="DIR",
                    help="record directories of other comparisons of the same corpus and "
-                        "settings whose rows read no document text, e.g. "
+                        "settings (either --context) whose rows read no document text, e.g. "
                         "results/i26-apnews-tied (the tied LSTM to convergence); their rows "
                         "join the shared ones, named with their directory (default: none)")
     return p
@@ -90,10 +90,10 @@ def settings(directory: Path, what: str) -> dict:
     return {**found, "train_args": kept, "context": context}
 
 
-def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
+def records(directory: Path, protocol: str | None, what: str) -> dict[str, dict]:
     """Each finished run's record in ``directory`` by run name, in row order: its metrics,
     with the protocol it was trained under checked against ``protocol`` where it reads its
-    document."""
+    document (``None``: not checked)."""
     found = {}
     paths = directory.glob("*/metrics.json")
     for path in sorted(paths, key=lambda p: row_order(p.parent.name)):
@@ -103,7 +103,7 @@ def records(directory: Path, protocol: str, what: str) -> dict[str, dict]:
         config = path.parent / "config.json"
         trained = (read_record(config, what).get("data", {}).get("context", "rest")
                    if config.is_file() else protocol)
-        if reads_document(metrics["model"]) and trained != protocol:
+        if reads_document(metrics["model"]) and protocol not in (None, trained):
             raise UserError(f"{what} {path.parent}: trained with --context {trained}, not "
                             f"{protocol}; give the records of the {protocol} comparison")
         found[path.parent.name] = metrics
@@ -212,17 +212,18 @@ def main(argv: list[str] | None = None) -> str:
         scored = records(args.rest_scored_preceding, "rest", "--rest-scored-preceding")
     shared = shared_rows(rest_runs, budgets[0])
     for directory in args.causal_records:
-        more = settings(directory, "--causal-records")
-        differ = sorted(k for k in rest.keys() | more.keys()
-                        if k not in MAY_DIFFER and rest.get(k) != more.get(k))
-        if differ:
-            raise UserError(f"--rest and --causal-records {directory} differ in "
-                            f"{', '.join(differ)}; give comparisons of one corpus and setting")
-        runs = records(directory, "rest", "--causal-records")
+        # rows that read no document text: the same under either --context
+        runs = records(directory, None, "--causal-records")
         reading = sorted(name for name, m in runs.items() if reads_document(m["model"]))
         if reading:
             raise UserError(f"--causal-records {directory}: {', '.join(reading)} read their "
                             "document's text; give only comparisons of rows that read none")
+        more = settings(directory, "--causal-records")
+        differ = sorted(k for k in rest.keys() | more.keys() if k not in MAY_DIFFER
+                        and k != "context" and rest.get(k) != more.get(k))
+        if differ:
+            raise UserError(f"--rest and --causal-records {directory} differ in "
+                            f"{', '.join(differ)}; give comparisons of one corpus and setting")
         shared += shared_rows(runs, more.get("fixed_budget", {}), directory.name)
     text = ("Test perplexity under the papers' protocol (--context rest: the document minus "
             "the sentence) and the causal one (--context preceding: the text before the "

@@ -65,9 +65,9 @@ def test_both_protocols_side_by_side_as_ratios_to_the_document_lstm(comparisons)
 
 
 def test_more_shared_rows_from_other_comparisons(comparisons, tmp_path, capsys):
-    """A row trained on to convergence in another comparison joins the shared rows beside
-    its fixed-budget namesake; a comparison with another setting, or with a row that reads
-    its document, is a one-line error."""
+    """A row trained on to convergence in another comparison, under either protocol, joins
+    the shared rows beside its fixed-budget namesake; a comparison with another setting, or
+    with a row that reads its document (under either protocol), is a one-line error."""
     rest, preceding = comparisons
     write_records(tmp_path / "lstm-only", {"lstm-tied": ("lstm", 65.0)}, "rest")
     saved = json.loads((rest / "compare.json").read_text())
@@ -77,11 +77,17 @@ def test_more_shared_rows_from_other_comparisons(comparisons, tmp_path, capsys):
     assert "| lstm | 3, fixed budget (10 epochs) | 72.00 | 1.125 |" in lines
     assert lines[-1] == "| lstm-tied (lstm-only) | 3, patience | 65.00 | 1.016 |"
     assert f"more rows that read no document text from {tmp_path / 'lstm-only'}" in lines[0]
+    write_records(tmp_path / "lstm-causal", {"lstm-tied": ("lstm", 66.0)}, "preceding")
+    lines = main(["--rest", str(rest), "--preceding", str(preceding),
+                  "--causal-records", str(tmp_path / "lstm-causal")]).splitlines()
+    assert lines[-1] == "| lstm-tied (lstm-causal) | 3, patience | 66.00 | 1.031 |"
     write_records(tmp_path / "seed1", {"lstm-tied": ("lstm", 65.0)}, "rest",
                   dict(SETTINGS, seed=1))
     write_records(tmp_path / "topics", {"tdlm": ("tdlm", 65.0)}, "rest")
+    write_records(tmp_path / "causal-topics", {"tdlm": ("tdlm", 65.0)}, "preceding")
     for directory, message in (("seed1", "differ in seed; give comparisons of one corpus"),
-                               ("topics", "tdlm read their document's text")):
+                               ("topics", "tdlm read their document's text"),
+                               ("causal-topics", "tdlm read their document's text")):
         capsys.readouterr()
         with pytest.raises(SystemExit) as exit_info:
             main(["--rest", str(rest), "--preceding", str(preceding),
