@@ -8,9 +8,10 @@ joins comparisons made at different topic counts instead (e.g. the converged tab
 (row, T) is one line: NPMI of the top 5/10/15/20 words, their mean (window and reference
 corpus as recorded; ``evaluate.coherence``), the TCNLM paper's Table 4 NPMI for that row,
 dataset, model size and T (:mod:`evaluate.published`; its reference corpus is Wikipedia, so
-compare the trend over T, not the values) and the test perplexity. Records that disagree
-on the coherence reference or window, or whose comparisons differ in more than the topic
-count, are refused in one line.
+compare the trend over T, not the values) and the test perplexity; a cell (a row shown, a
+topic count of the comparisons) with no finished record says "not run". Records that
+disagree on the coherence reference or window, or whose comparisons differ in more than the
+topic count, are refused in one line.
 """
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def comparison_settings(directory: Path) -> dict:
-    """The comparison's settings without its topic counts (what must agree)."""
+def comparison_settings(directory: Path) -> tuple[dict, list[int]]:
+    """The comparison's settings without its topic counts (what must agree), and its topic
+    counts."""
     settings = recorded_settings(directory, "--records")
-    settings.pop("num_topics", None)
+    topics = settings.pop("num_topics", None)
     settings.pop("data_dir", None)       # where the corpus was, not which
     settings.pop("fixed_budget", None)   # rows without topics may join at a budget
-    return settings
+    counts = [] if topics is None else topics if isinstance(topics, list) else [topics]
+    return settings, [int(t) for t in counts]
 
 
 def entries(directory: Path) -> list[dict]:
@@ -67,10 +70,12 @@ def entries(directory: Path) -> list[dict]:
     return found
 
 
-def table(found: list[dict], dataset: str, preset: str) -> str:
-    """The Markdown table, by row and topic count, with the TCNLM paper's Table 4 NPMI for
-    the row, ``dataset``, ``preset`` and T beside ours (:func:`table_4_npmi`; "-" where it
-    has none); a (row, T) recorded twice is an error."""
+def table(found: list[dict], rows: list[str], counts: list[int], dataset: str,
+          preset: str) -> str:
+    """The Markdown table, one line per row of ``rows`` and topic count of ``counts``, with
+    the TCNLM paper's Table 4 NPMI for the row, ``dataset``, ``preset`` and T beside ours
+    (:func:`table_4_npmi`; "-" where it has none); "not run" where ``found`` has no record
+    of the cell (not trained, or still training); a (row, T) recorded twice is an error."""
     seen = {}
     for e in found:
         key = (e["row"], e["topics"])
@@ -81,30 +86,39 @@ def table(found: list[dict], dataset: str, preset: str) -> str:
     lines = ["| model | T | " + " | ".join(f"NPMI top-{n}" for n in TOP_NS)
              + " | NPMI mean | paper's NPMI (TCNLM Table 4) | test ppl |",
              "| --- | --- |" + " --- |" * (len(TOP_NS) + 3)]
-    for e in sorted(found, key=lambda e: (row_order(e["row"]), e["topics"])):
-        cells = [f"{e['coherence']['per_n'][n]:.4f}" for n in TOP_NS]
-        paper = table_4_npmi(e["row"], dataset, preset, e["topics"])
-        lines.append(f"| {e['row']} | {e['topics']} | " + " | ".join(cells)
-                     + f" | {e['coherence']['mean']:.4f} | "
-                     + ("-" if paper is None else f"{paper:.3f}") + f" | {e['test']:.2f} |")
+    recorded = {(e["row"], e["topics"]): e for e in found}
+    for row in sorted(rows, key=row_order):
+        for topics in counts:
+            paper = table_4_npmi(row, dataset, preset, topics)
+            paper = "-" if paper is None else f"{paper:.3f}"
+            e = recorded.get((row, topics))
+            if e is None:
+                lines.append(f"| {row} | {topics} | not run |" + " - |" * len(TOP_NS)
+                             + f" {paper} | - |")
+                continue
+            cells = [f"{e['coherence']['per_n'][n]:.4f}" for n in TOP_NS]
+            lines.append(f"| {row} | {topics} | " + " | ".join(cells)
+                         + f" | {e['coherence']['mean']:.4f} | {paper} | {e['test']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> str:
     args = build_parser().parse_args(argv)
-    first = comparison_settings(args.records[0])
+    first, counts = comparison_settings(args.records[0])
     dataset, preset = first.get("dataset"), first.get("preset")
     for directory in args.records[1:]:
-        other = comparison_settings(directory)
+        other, more = comparison_settings(directory)
+        counts += more
         differ = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
         if differ:
             raise UserError(f"--records {args.records[0]} and {directory} differ in "
                             f"{', '.join(differ)}, not only in the topic count")
     found = [e for directory in args.records for e in entries(directory)]
+    rows = sorted({e["row"] for e in found}, key=row_order)
     if args.rows:
-        keep = [r.strip() for r in args.rows.split(",") if r.strip()]
-        found = [e for e in found if e["row"] in keep]
+        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+        found = [e for e in found if e["row"] in rows]
     if not found:
         raise UserError(f"no finished topic run with a coherence record in "
                         f"{', '.join(map(str, args.records))}"
@@ -123,7 +137,8 @@ def main(argv: list[str] | None = None) -> str:
             f"perplexity by topic count, beside the TCNLM paper's Table 4 ({dataset}, "
             f"{preset} models; its reference corpus is English Wikipedia); records "
             f"from {', '.join(map(str, args.records))}\n\n"
-            + table(found, dataset, preset))
+            + table(found, rows, sorted(set(counts) | {e["topics"] for e in found}),
+                    dataset, preset))
     return emit(text, args.output)
 
 
