@@ -116,13 +116,18 @@ def main(argv: list[str] | None = None) -> str:
                             f"{', '.join(differ)}, not only in the topic count")
     found = [e for directory in args.records for e in entries(directory)]
     rows = sorted({e["row"] for e in found}, key=row_order)
-    if args.rows:
-        rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-        found = [e for e in found if e["row"] in rows]
     if not found:
         raise UserError(f"no finished topic run with a coherence record in "
-                        f"{', '.join(map(str, args.records))}"
-                        + (f" for --rows {args.rows}" if args.rows else ""))
+                        f"{', '.join(map(str, args.records))}")
+    if args.rows:
+        keep = [r.strip() for r in args.rows.split(",") if r.strip()]
+        unknown = [r for r in keep if r not in rows]
+        if unknown:
+            raise UserError(f"--rows {args.rows}: no finished record of {', '.join(unknown)} "
+                            f"in {', '.join(map(str, args.records))}; the rows with topics "
+                            f"there are {', '.join(rows)}")
+        rows = keep
+        found = [e for e in found if e["row"] in rows]
     # the reference file by its corpus folder and name: records keep the path as given,
     # relative to where each run was started
     references = {(Path(e["coherence"].get("reference", "")).parts[-2:],

@@ -69,7 +69,8 @@ def test_one_line_per_row_and_topic_count_from_several_comparisons(records, caps
     ("settings", "differ in seed, not only in the topic count"),
     ("twice", "tcnlm at T = 50 is recorded twice"),
     ("reference", "different reference corpora or windows"),
-    ("rows", "no finished topic run with a coherence record"),
+    ("rows", "--rows tdlm,lclm: no finished record of lclm in"),
+    ("empty", "no finished topic run with a coherence record"),
 ])
 def test_records_that_do_not_belong_together_are_one_line_errors(records, tmp_path, capsys,
                                                                  change, message):
@@ -86,8 +87,11 @@ def test_records_that_do_not_belong_together_are_one_line_errors(records, tmp_pa
         write_records(tmp_path / "wiki", {"tdlm-T100": (100, 0.2, 70.0, "wiki/all.txt")},
                       [100])
         argv[2] = str(tmp_path / "wiki")
+    elif change == "rows":
+        argv += ["--rows", "tdlm,lclm"]
     else:
-        argv += ["--rows", "lclm"]
+        write_records(tmp_path / "none", {}, 50)
+        argv = ["--records", str(tmp_path / "none")]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
