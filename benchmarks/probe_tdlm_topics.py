@@ -64,6 +64,7 @@ def gradient_parts(run, arrays, batches: int):
     import tensorflow as tf
 
     from tcnlm_tf import pipeline
+    from tcnlm_tf.models.base import token_nll
 
     variable = run.model.topic_model.attention.topic_outputs
     dataset = pipeline.model_dataset(run.model, run.config, arrays, "train", shuffle_seed=0)
@@ -71,13 +72,16 @@ def gradient_parts(run, arrays, batches: int):
     counts = [0, 0]
     for batch in dataset.take(batches):
         empty = tf.reduce_all(tf.equal(batch["bow"], 0), axis=1)
-        for index, selected in enumerate((empty, tf.logical_not(empty))):
-            mask = tf.cast(selected, tf.float32)[:, None]
-            with tf.GradientTape() as tape:
-                loss = run.model.loss_terms(dict(batch, weights=batch["weights"] * mask))
-            parts[index] += tf.convert_to_tensor(tape.gradient(loss["nll_sum"],
-                                                               variable)).numpy()
+        selections = (empty, tf.logical_not(empty))
+        with tf.GradientTape(persistent=True) as tape:     # one forward pass, two gradients
+            nll = token_nll(run.model(batch, training=False).target_log_probs,
+                            batch["weights"])
+            sums = [tf.reduce_sum(nll * tf.cast(selected, tf.float32)[:, None])
+                    for selected in selections]
+        for index, selected in enumerate(selections):
+            parts[index] += tf.convert_to_tensor(tape.gradient(sums[index], variable)).numpy()
             counts[index] += int(tf.reduce_sum(tf.cast(selected, tf.int32)))
+        del tape
     return parts[0], parts[1], counts
 
 

@@ -43,6 +43,12 @@ if TYPE_CHECKING:
     from tcnlm_tf.vocab import Vocabulary
 
 
+def token_nll(target_log_probs: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+    """[B, L]: each target's negative log-likelihood times its weight, 0 where the weight is
+    0 (``tf.where``, not a product: a padded position may carry log p = -inf)."""
+    return tf.where(weights > 0, -target_log_probs * weights, 0.0)
+
+
 @dataclasses.dataclass
 class ModelOutput:
     """``target_log_probs`` [B, L]: log p(target_t | history, context) (any value where
@@ -231,10 +237,8 @@ class LanguageModel(keras.Model):
         else:
             out = self(batch, training=training, state=state, context=context)
         weights = batch["weights"]
-        # where, not a product: a padded position may carry log p = -inf.
-        nll = tf.where(weights > 0, -out.target_log_probs * weights, 0.0)
         return {
-            "nll_sum": tf.reduce_sum(nll),
+            "nll_sum": tf.reduce_sum(token_nll(out.target_log_probs, weights)),
             "tokens": tf.reduce_sum(weights),
             "examples": tf.cast(tf.shape(weights)[0], tf.float32),
             "aux_loss": tf.convert_to_tensor(out.aux_loss, tf.float32),
