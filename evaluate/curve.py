@@ -2,8 +2,11 @@
 perplexity and learning rate per epoch, from its ``metrics.json``, as a PNG (default:
 ``learning_curve.png`` in the run directory) and one printed line per epoch.
 
-The learning rate is the one each epoch trained at (it is halved after an epoch without a
-better validation perplexity), so a plateau and the halving it causes show side by side.
+The learning rate is the one each epoch trained at: the run's initial ``learning_rate``
+(``config.json``) for the first, then the one ``metrics.json`` records after the epoch before
+(the trainer records each epoch's rate after deciding on it: halved after an epoch without a
+better validation perplexity), so a plateau shows one epoch before the rate it halved, as
+``benchmarks.torch_reference_lm`` records its own.
 ``--reference 105.35`` draws a published validation perplexity as a horizontal line (e.g.
 the SDLM paper's tied medium LSTM on People's Daily). ``--reference-curve FILE`` draws
 another implementation's curve beside the run's, from the JSON lines that
@@ -33,15 +36,22 @@ def perplexity_value(text: str) -> float:
 
 def epochs_of(run_dir: Path) -> list[dict]:
     """The finished epochs of ``run_dir`` (its ``metrics.json``), each with ``epoch``,
-    ``valid_perplexity`` and ``learning_rate``."""
-    path = RunDirectory(run_dir).metrics
-    if not path.is_file():
-        raise UserError(f"{run_dir} has no metrics.json: is it a run directory made by "
-                        "`python -m train.run` that finished an epoch?")
-    epochs = json.loads(path.read_text()).get("epochs", [])
+    ``valid_perplexity`` and ``learning_rate``, the rate it trained at (the module's
+    docstring)."""
+    files = RunDirectory(run_dir)
+    if not files.metrics.is_file() or not files.config.is_file():
+        raise UserError(f"{run_dir} has no metrics.json or config.json: is it a run directory "
+                        "made by `python -m train.run` that finished an epoch?")
+    epochs = json.loads(files.metrics.read_text()).get("epochs", [])
     if not epochs:
-        raise UserError(f"{path} lists no finished epoch yet; run this after the first")
-    return epochs
+        raise UserError(f"{files.metrics} lists no finished epoch yet; run this after the "
+                        "first")
+    initial = json.loads(files.config.read_text()).get("train", {}).get("learning_rate")
+    if not isinstance(initial, (int, float)):
+        raise UserError(f"{files.config} gives no train.learning_rate; restore the run's "
+                        "config.json")
+    after = [initial] + [e["learning_rate"] for e in epochs[:-1]]
+    return [dict(e, learning_rate=rate) for e, rate in zip(epochs, after)]
 
 
 def reference_epochs(path: Path) -> list[dict]:

@@ -8,18 +8,30 @@ import pytest
 
 from evaluate.curve import main
 
+#: as the trainer records them: each epoch's rate after its decision (epoch 3 did not improve,
+#: so epoch 4 trains at half the rate)
 EPOCHS = [{"epoch": 1, "valid_perplexity": 542.35, "learning_rate": 20.0},
           {"epoch": 2, "valid_perplexity": 330.41, "learning_rate": 20.0},
-          {"epoch": 3, "valid_perplexity": 331.0, "learning_rate": 10.0}]
+          {"epoch": 3, "valid_perplexity": 331.0, "learning_rate": 10.0},
+          {"epoch": 4, "valid_perplexity": 300.0, "learning_rate": 10.0}]
 
 
-def test_the_curve_is_printed_and_drawn(tmp_path, capsys):
-    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
-    assert main(["--run", str(tmp_path), "--reference", "105.35"]) == EPOCHS
+def write_run(directory, epochs=EPOCHS, learning_rate=20.0):
+    (directory / "metrics.json").write_text(json.dumps({"epochs": epochs}))
+    (directory / "config.json").write_text(json.dumps({"train": {"learning_rate":
+                                                                 learning_rate}}))
+
+
+def test_the_curve_is_printed_and_drawn_with_the_rate_each_epoch_trained_at(tmp_path, capsys):
+    write_run(tmp_path)
+    rates = [e["learning_rate"] for e in main(["--run", str(tmp_path), "--reference",
+                                                "105.35"])]
+    assert rates == [20.0, 20.0, 20.0, 10.0]
     out = capsys.readouterr().out.splitlines()
-    assert out[:3] == ["epoch 1: valid perplexity 542.35, learning rate 20",
+    assert out[:4] == ["epoch 1: valid perplexity 542.35, learning rate 20",
                        "epoch 2: valid perplexity 330.41, learning rate 20",
-                       "epoch 3: valid perplexity 331.00, learning rate 10"]
+                       "epoch 3: valid perplexity 331.00, learning rate 20",
+                       "epoch 4: valid perplexity 300.00, learning rate 10"]
     png = (tmp_path / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     main(["--run", str(tmp_path), "--output", str(tmp_path / "plots" / "c.png")])
@@ -27,12 +39,15 @@ def test_the_curve_is_printed_and_drawn(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("metrics, message", [
-    (None, "has no metrics.json"),
+    (None, "has no metrics.json or config.json"),
     ({"epochs": []}, "lists no finished epoch yet"),
+    ({"epochs": EPOCHS, "config": {}}, "gives no train.learning_rate"),
 ])
 def test_a_run_without_epochs_is_a_one_line_error(tmp_path, capsys, metrics, message):
     if metrics is not None:
-        (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+        write_run(tmp_path, metrics["epochs"])
+        if "config" in metrics:
+            (tmp_path / "config.json").write_text(json.dumps(metrics["config"]))
     with pytest.raises(SystemExit) as exit_info:
         main(["--run", str(tmp_path)])
     assert exit_info.value.code == 2
@@ -48,7 +63,7 @@ REFERENCE = [{"vocab": 9, "lr": "20.0"},                       # the header: fla
 
 
 def test_a_reference_curve_is_drawn_and_each_shared_epoch_gets_its_ratio(tmp_path, capsys):
-    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
+    write_run(tmp_path)
     (tmp_path / "ref.jsonl").write_text("\n".join(json.dumps(r) for r in REFERENCE) + "\n")
     main(["--run", str(tmp_path), "--output", str(tmp_path / "plain.png")])
     capsys.readouterr()
@@ -59,7 +74,7 @@ def test_a_reference_curve_is_drawn_and_each_shared_epoch_gets_its_ratio(tmp_pat
         f"(ratio {542.35 / 439.12:.3f})",
         f"epoch 2: valid perplexity 330.41, learning rate 20; reference 290.61 "
         f"(ratio {330.41 / 290.61:.3f})",
-        "epoch 3: valid perplexity 331.00, learning rate 10"]
+        "epoch 3: valid perplexity 331.00, learning rate 20"]
     png = (tmp_path / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and png != (tmp_path / "plain.png").read_bytes()
 
@@ -71,7 +86,7 @@ def test_a_reference_curve_is_drawn_and_each_shared_epoch_gets_its_ratio(tmp_pat
     (json.dumps({"epoch": 1, "valid_ppl": "439", "lr": 20.0}) + "\n", "has no epoch line"),
 ])
 def test_a_bad_reference_curve_is_a_one_line_error(tmp_path, capsys, content, message):
-    (tmp_path / "metrics.json").write_text(json.dumps({"epochs": EPOCHS}))
+    write_run(tmp_path)
     if content is not None:
         (tmp_path / "ref.jsonl").write_text(content)
     with pytest.raises(SystemExit) as exit_info:
