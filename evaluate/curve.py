@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-from evaluate.common import parser, png_bytes
+from evaluate.common import parser, png_bytes, read_record
 from tcnlm_tf.arguments import finite_float
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.run_directory import RunDirectory
@@ -42,11 +42,11 @@ def epochs_of(run_dir: Path) -> list[dict]:
     if not files.metrics.is_file() or not files.config.is_file():
         raise UserError(f"{run_dir} has no metrics.json or config.json: is it a run directory "
                         "made by `python -m train.run` that finished an epoch?")
-    epochs = json.loads(files.metrics.read_text()).get("epochs", [])
+    epochs = read_record(files.metrics, "--run").get("epochs", [])
     if not epochs:
         raise UserError(f"{files.metrics} lists no finished epoch yet; run this after the "
                         "first")
-    initial = json.loads(files.config.read_text()).get("train", {}).get("learning_rate")
+    initial = read_record(files.config, "--run").get("train", {}).get("learning_rate")
     if not isinstance(initial, (int, float)):
         raise UserError(f"{files.config} gives no train.learning_rate; restore the run's "
                         "config.json")

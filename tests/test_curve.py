@@ -42,12 +42,15 @@ def test_the_curve_is_printed_and_drawn_with_the_rate_each_epoch_trained_at(tmp_
     (None, "has no metrics.json or config.json"),
     ({"epochs": []}, "lists no finished epoch yet"),
     ({"epochs": EPOCHS, "config": {}}, "gives no train.learning_rate"),
+    ({"epochs": EPOCHS, "config": "{not json"}, "cannot read"),
 ])
 def test_a_run_without_epochs_is_a_one_line_error(tmp_path, capsys, metrics, message):
     if metrics is not None:
         write_run(tmp_path, metrics["epochs"])
         if "config" in metrics:
-            (tmp_path / "config.json").write_text(json.dumps(metrics["config"]))
+            config = metrics["config"]
+            (tmp_path / "config.json").write_text(config if isinstance(config, str)
+                                                  else json.dumps(config))
     with pytest.raises(SystemExit) as exit_info:
         main(["--run", str(tmp_path)])
     assert exit_info.value.code == 2
