@@ -144,8 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--record-dir is in")
     p.add_argument("--jobs", type=integer(1), default=1,
                    help="rows trained at the same time, each logging to <name>/<row>.log "
-                   "(default: 1). On a 2-core machine, 2 jobs train about 1.6x as many tokens "
-                   "per second in total as 1")
+                   "(default: 1), each with an equal share of the CPUs for its thread pools")
     p.add_argument("train_args", nargs="*", metavar="-- TRAIN_FLAGS",
                    help="extra train.run flags for every row, after --")
     return p
