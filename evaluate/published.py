@@ -2,10 +2,10 @@
 al. 2018, "Topic Compositional Neural Language Model") Table 2 (test perplexity) and Table 4
 (topic coherence), keyed by our dataset and preset names and by ``evaluate.compare`` row.
 
-Table 2's LDA+LSTM, LCLM and TDLM numbers and Table 4's LDA, NTM and TDLM numbers are the
-TDLM paper's (Lau et al. 2017), as the TCNLM paper marks them. Table 4's coherence is NPMI
-averaged over the top 5/10/15/20 words of each topic and over topics, with English
-Wikipedia as the reference corpus (sliding window).
+Table 2's basic-LSTM, LDA+LSTM, LCLM and TDLM numbers and Table 4's LDA, NTM and TDLM
+numbers are the TDLM paper's (Lau et al. 2017), as the TCNLM paper marks them. Table 4's
+coherence is NPMI averaged over the top 5/10/15/20 words of each topic and over topics,
+with English Wikipedia as the reference corpus (sliding window).
 """
 from __future__ import annotations
 
