@@ -9,11 +9,12 @@ import pytest
 import tensorflow as tf
 
 from evaluate.common import read_documents, split_file
+from tcnlm_tf import pipeline
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.evaluation import corpus_nll
 from tcnlm_tf.metrics import perplexity
 from tcnlm_tf.precision import building, cpu_has_bf16
-from tcnlm_tf.runs import load_run
+from tcnlm_tf.runs import encode_documents, load_run
 from tests.conftest import TINY, TINY_MODELS, run_flags
 from train.run import main
 
@@ -37,7 +38,10 @@ def test_mixed_bfloat16_everywhere(tmp_path):
     """Every model trains 3 steps under mixed_bfloat16: the saved config says so, every
     variable is float32, the language model's products run in bfloat16, the topic models in
     float32, and the target log-probabilities are float32 and finite. The same checkpoint
-    evaluates under float32 to within bfloat16's rounding (1 %) of its bfloat16 perplexity."""
+    evaluates under float32 to within bfloat16's rounding (1 %) of its bfloat16 perplexity,
+    and token by token: after 3 steps a model is close to uniform (perplexity near the
+    vocabulary size, whatever it computes), so its per-token log-probabilities must also
+    agree to 0.01 nats and vary together across the tokens (correlation above 0.999)."""
     for name, flags in MODELS.items():
         run_dir = train(tmp_path, name, flags, "mixed_bfloat16")
         assert RunConfig.load(run_dir / "config.json").train.precision == "mixed_bfloat16"
@@ -48,9 +52,22 @@ def test_mixed_bfloat16_everywhere(tmp_path):
         assert "embedding" in bf16 and run.model.softmax.name in bf16, (name, bf16)
         assert not bf16 & set(FLOAT32_LAYERS), (name, bf16)
         documents = read_documents(split_file(run, "valid"))[:3]
+        as_float32 = load_run(run_dir, precision="float32")
         mixed = perplexity(*corpus_nll(run, documents))
-        exact = perplexity(*corpus_nll(load_run(run_dir, precision="float32"), documents))
+        exact = perplexity(*corpus_nll(as_float32, documents))
         assert np.isfinite(mixed) and mixed == pytest.approx(exact, rel=0.01), name
+        mixed, exact = (target_log_probs(r, documents) for r in (run, as_float32))
+        assert np.abs(mixed - exact).max() < 0.01, name
+        assert np.corrcoef(mixed, exact)[0, 1] > 0.999, name
+
+
+def target_log_probs(run, documents):
+    """log p of each real target in the first batch of ``documents`` (``run``'s validation
+    batches), as a flat float64 array."""
+    batch = next(iter(pipeline.model_dataset(run.model, run.config,
+                                             encode_documents(run, documents), "valid")))
+    log_probs = run.model(batch, training=False).target_log_probs
+    return np.asarray(log_probs, np.float64)[batch["weights"].numpy() > 0]
 
 
 def test_float32_runs_resume_under_mixed_bfloat16(tmp_path):

@@ -3,8 +3,10 @@ metrics.json, each one line naming the path, with no partial file a later resume
 trust."""
 import errno
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -54,18 +56,31 @@ def test_a_full_disk_writing_a_checkpoint_keeps_the_last_complete_one(tmp_path, 
     main(flags)
     directory = tmp_path / "runs" / "ckpt" / "checkpoints"
     before = checkpoint_paths(directory)
+    newest = Path(before[0])
+    torn = newest.with_name("ckpt-999")
 
     def no_space(self, *args, **kwargs):
+        """What a disk that fills while a checkpoint is written leaves behind: a newer
+        checkpoint's index and half of its data file."""
+        shutil.copy(newest.with_suffix(".index"), torn.with_suffix(".index"))
+        [data] = newest.parent.glob(newest.name + ".data-*")
+        whole = data.read_bytes()
+        torn.with_name(data.name.replace(newest.name, torn.name)).write_bytes(
+            whole[:len(whole) // 2])
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
-    monkeypatch.setattr(tf.train.CheckpointManager, "save", no_space)
-    with pytest.raises(SystemExit) as stop:
-        main(flags[:-1] + ["4", "--resume"])
+    with monkeypatch.context() as patch:
+        patch.setattr(tf.train.CheckpointManager, "save", no_space)
+        with pytest.raises(SystemExit) as stop:
+            main(flags[:-1] + ["4", "--resume"])
     assert stop.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "could not write a checkpoint" in line and str(directory) in line
     assert "No space left on device" in line and "--resume" in line
+    assert torn.with_suffix(".index").is_file()
     assert checkpoint_paths(directory) == before
+    main(flags[:-1] + ["4", "--resume"])                 # the disk has room again
+    assert f"resumed from {newest}:" in capsys.readouterr().out
 
 
 def test_a_full_disk_writing_tensorboard_events_is_one_line(tmp_path, monkeypatch, capsys):
