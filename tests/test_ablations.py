@@ -48,6 +48,11 @@ def constant_t_run(tmp_path_factory):
 
 
 def test_a_tcnlm_trained_on_constant_t_ignores_the_topics(constant_t_run):
+    """A run trained with --topic-input uniform keeps reading the constant t when it is
+    loaded for evaluation: its own, another document's and uniform topics score the same.
+    This fails if the option is lost on the way through config.json (the reloaded model
+    would read its inferred topics, which differ: ``test_evaluate``'s ablation test shows
+    that the three sources score differently for a TCNLM trained on its topics)."""
     scores = {source: perplexity(["--run", str(constant_t_run), "--topics", source])
               for source in ("inferred", "shuffled", "uniform")}
     values = [s["perplexity"] for s in scores.values()]

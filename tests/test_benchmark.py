@@ -189,7 +189,7 @@ def test_models_table_float32_beside_mixed_bfloat16(capsys, tmp_path):
           "--cache-dir", str(tmp_path), *TINY_SYNTHETIC, *QUICK])
     out = capsys.readouterr().out
     rows = {row[0]: row for row in table(out, "model")}
-    assert list(rows) == ["lstm", "lstm-mos", "tcnlm"]     # in the order of the choices
+    assert list(rows) == ["lstm", "lstm-mos", "tcnlm"]     # the flag's choices' order
     for name, (_, size, _, _, _, rate32, x32, _, rate16, x16, speedup) in rows.items():
         lstm32, lstm16 = positive(rows["lstm"][5]), positive(rows["lstm"][8])
         assert positive(x32) == pytest.approx(positive(rate32) / lstm32, abs=0.01)

@@ -94,11 +94,14 @@ def test_only_a_sentence_run_trained_under_rest_is_scored_on_the_preceding_text(
     assert flags.get("preceding") in (None, ["--context", "preceding"])
 
 
-def test_changed_settings_are_refused(comparison):
+def test_changed_settings_are_refused(comparison, capsys):
     root, _ = comparison
+    capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         compare(tiny_args(root, "--jobs", "2", "--seed", "3"))
     assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "made with other settings (seed differ)" in line and "use --name" in line
 
 
 def test_parallel_runs_share_the_cpus_unless_the_environment_says_otherwise(monkeypatch):

@@ -127,11 +127,23 @@ def test_topics_written_and_in_tensorboard(tcnlm_run):
 
 def test_coherence_summary(tcnlm_run):
     from evaluate.coherence import main
+    from evaluate.common import read_documents, split_file
+    from evaluate.topics import top_words
+    from tcnlm_tf.coherence import coherence_summary, count_cooccurrences
+    from tcnlm_tf.runs import load_run
     result = main(run_args(tcnlm_run, "--window", "10"))
     assert set(result["per_n"]) == {5, 10, 15, 20}
-    assert -1.0 <= result["mean"] <= 1.0
     assert result["mean"] == pytest.approx(np.mean(list(result["per_n"].values())))
     assert json.loads((tcnlm_run[0] / "coherence.json").read_text())["window"] == 10
+    # the run's own top words, counted in windows of 10 over its training split
+    run = load_run(tcnlm_run[0])
+    topics = top_words(run, 20)
+    reference = read_documents(split_file(run, "train"))
+    expected = {window: coherence_summary(topics, count_cooccurrences(
+        reference, {w for t in topics for w in t}, window), (5, 10, 15, 20))
+        for window in (10, 0)}
+    assert result["per_n"] == pytest.approx(expected[10]["per_n"])
+    assert expected[0]["mean"] != pytest.approx(expected[10]["mean"])   # the window counts
 
 
 def test_infer_numbers_picture_and_tensorboard_image(tcnlm_run):
@@ -214,10 +226,19 @@ def test_topic_vector_conditions_generation(tcnlm_run):
 
 def test_recovery_reports_a_matched_cosine(tcnlm_run):
     from evaluate.recovery import main
+    from evaluate.topics import topic_words
+    from tcnlm_tf import synthetic
+    from tcnlm_tf.data import source_dir
+    from tcnlm_tf.recovery import topic_recovery
+    from tcnlm_tf.runs import load_run
     result = main(run_args(tcnlm_run))
     assert result["num_true"] == 4 and result["num_learned"] == 4
-    assert 0.0 <= result["mean_matched_cosine"] <= 1.0
     assert len(result["matched"]) == 4
+    run = load_run(tcnlm_run[0])
+    truth = synthetic.load_truth(source_dir(run.config.data))
+    expected = topic_recovery(truth.topic_word, truth.words, *topic_words(run))
+    assert result["mean_matched_cosine"] == pytest.approx(expected["mean_matched_cosine"])
+    assert 0.0 < result["mean_matched_cosine"] < 1.0
 
 
 def test_commands_refuse_a_plain_lstm_run(tmp_path, capsys):

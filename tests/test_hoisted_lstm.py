@@ -96,7 +96,7 @@ def test_bfloat16_outputs_are_close_to_float32():
     hoisted.set_weights(reference.get_weights())
     assert hoisted._hoists()
     np.testing.assert_allclose(tf.cast(hoisted(x), tf.float32).numpy(),
-                               reference(x).numpy(), atol=0.05)
+                               reference(x).numpy(), atol=0.01)   # 0.0033 measured
 
 
 def test_a_checkpoint_of_the_keras_lstm_model_loads_into_the_hoisted_one(tmp_path):

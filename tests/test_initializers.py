@@ -56,7 +56,9 @@ def test_pytorch_init_starts_the_embedding_and_the_lstm_as_the_authors_code():
     for weights in (kernel, recurrent):
         assert 0.95 * limit < np.abs(weights).max() <= limit
         assert weights.std() == pytest.approx(limit / math.sqrt(3), rel=0.05)
-    assert np.abs(bias).max() <= 2 * limit
+    # PyTorch's two biases b_ih + b_hh, each U(+-limit): their sum, std limit * sqrt(2/3)
+    assert limit < np.abs(bias).max() <= 2 * limit
+    assert bias.std() == pytest.approx(limit * math.sqrt(2 / 3), rel=0.15)
     forget = bias[H:2 * H]                             # gates i, f, c, o
     assert abs(forget.mean()) < 0.05                   # no unit forget bias
 

@@ -250,6 +250,7 @@ def test_round_trips_and_reloads_with_equal_predictions(cls, tmp_path):
     model.save(tmp_path / "m.keras")
     reloaded = keras.saving.load_model(tmp_path / "m.keras")
     got = reloaded.predict(inputs, verbose=0)
+    assert len(keras.tree.flatten(got)) == len(keras.tree.flatten(expected))
     for want, have in zip(keras.tree.flatten(expected), keras.tree.flatten(got)):
         np.testing.assert_allclose(have, want, atol=1e-6)
     assert reloaded.count_params() == model.count_params()

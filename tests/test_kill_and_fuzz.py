@@ -92,7 +92,8 @@ def good_lines(rng, count):
             for _ in range(count)]
 
 
-#: kind -> (bad bytes, what the reader reports skipping: None when it keeps everything)
+#: kind -> (bad bytes, what the reader reports skipping: None when it keeps everything and
+#: reports no skip)
 BAD_CONTENT = {
     "random bytes": (lambda rng: bytes(rng.integers(0, 256, 5000, dtype=np.uint8)),
                      "undecodable lines"),
@@ -127,6 +128,8 @@ def test_bad_corpus_files_train_with_skips_counted(tmp_path, kind, capsys):
     out = capsys.readouterr()
     if skipped:
         assert "skipped" in out.out + out.err and skipped in out.out + out.err
+    else:                                        # kept whole: at the reader's length limit
+        assert "skipped" not in out.out + out.err
     raw = tmp_path / "raw.txt"
     raw.write_bytes(train)
     prepare_main(["--input", str(raw), "--output", str(tmp_path / "prepared")])

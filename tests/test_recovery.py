@@ -49,7 +49,8 @@ def test_words_outside_the_shared_vocabulary_are_dropped():
     result = topic_recovery(true, ["a", "b", "the"], learned, ["<pad>", "b", "a"])
     assert result["shared_vocab_size"] == 2
     # Learned topic 0 restricted to (a, b) is (0.05, 0.05): the same direction as true topic 0.
-    # Learned topic 1 is all <pad>, so on (a, b) it is zero and so is true topic 1: cosine 0.
+    # True topic 1 is all "the", which the learned vocabulary lacks: on (a, b) it is zero,
+    # so its cosine with learned topic 1 (all "a") is 0.
     assert result["matched"] == [(0, 0, pytest.approx(1.0)), (1, 1, 0.0)]
     assert result["mean_matched_cosine"] == pytest.approx(0.5)
 

@@ -104,11 +104,14 @@ def test_sememes_command_lists_words_and_real_sememes(sdlm_run, capsys):
     assert (sdlm_run / "tensorboard" / "sememes").is_dir()
 
 
-def test_sememes_command_refuses_a_run_without_the_decoder(workdir):
+def test_sememes_command_refuses_a_run_without_the_decoder(workdir, capsys):
     main(TINY + ["--model", "lstm", "--max-steps", "1"] + run_flags(workdir, "plain"))
+    capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         sememes_main(["--run", str(workdir / "runs" / "plain"), "--text", "the"])
     assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "is not an SDLM-decoded run" in line and "--decoder sdlm" in line
 
 
 @pytest.mark.parametrize("model", ["tcnlm", "tdlm"])

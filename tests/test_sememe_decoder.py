@@ -303,7 +303,8 @@ def test_default_initialisation_is_the_authors():
 
 def test_carried_sememe_probs_sum_the_senses_of_each_sememe():
     """P(e_k carried) = sum over the senses s that contain sememe k of P(s|g), from the
-    loop reference's sense probabilities."""
+    layer's sense probabilities (which the first test checks against the word
+    probabilities of the loop reference, eq. 9)."""
     layer = make_decoder()
     g = np.random.default_rng(9).normal(size=(2, 3, H1)).astype("float32")
     sense_p = np.exp(layer.sense_log_probs(g).numpy())                  # [2, 3, M]

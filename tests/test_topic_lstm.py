@@ -493,4 +493,5 @@ def test_mixed_precision():
     reference = TopicCompositionalLSTMCell(NH, NF, T)
     run_tc(reference, x, t)
     reference.set_weights(cell.get_weights())
-    np.testing.assert_allclose(outputs, run_tc(reference, x, t), atol=2e-2)
+    # 0.0004-0.0009 measured over runs (the weights are not seeded)
+    np.testing.assert_allclose(outputs, run_tc(reference, x, t), atol=5e-3)
