@@ -5,9 +5,9 @@ ratios to its own sentence-level LSTM.
 Table 2 of Wang et al. (2018), "Topic Compositional Neural Language Model", gives test
 perplexities on APNEWS, IMDB and BNC for small (1x600) and large (2x900) models: the basic
 LSTM, LDA+LSTM, LCLM, Topic-RNN, TDLM and TCNLM, the topic models at 50, 100 and 150 topics
-(the LDA+LSTM, LCLM and TDLM numbers taken from Lau et al. 2017). A corpus of our own (the
-APNEWS sample, say) is not the paper's, so only the ratios compare: the paper's row over the
-paper's basic LSTM beside ours over our sentence LSTM (row ``lstm``) and over the
+(the basic-LSTM, LDA+LSTM, LCLM and TDLM numbers taken from Lau et al. 2017). A corpus of
+our own (the APNEWS sample, say) is not the paper's, so only the ratios compare: the paper's
+row over the paper's basic LSTM beside ours over our sentence LSTM (row ``lstm``) and over the
 document-level LSTM (row ``lstm-document``, where recorded), which the paper does not have.
 
 Every finished record of every directory is a line, with the comparison it comes from and

@@ -1,8 +1,9 @@
 """``python -m evaluate.knowledge_base [train.run flags]``: the word -> sense -> sememe
 knowledge base that ``--decoder sdlm`` with these flags would build over the corpus's LM
-vocabulary, described by the sparsity numbers of Gu et al. 2018 Sec. 3.3 (words covered,
-senses per word, sememes per sense, experts per word, senses per expert, and the share of
-training tokens whose word has only a private sense) beside the paper's HowNet numbers.
+vocabulary, described by its sparsity (words covered, senses per word, sememes per sense,
+experts per word, senses per expert, and the share of training tokens whose word has only a
+private sense) beside the two HowNet numbers of Gu et al. 2018 Sec. 3.3 (3.4 experts per
+word, 22 senses per expert).
 For ``wordnet`` it shows the knowledge base without the stop-word rule (runs before issue
 24) beside the one a run builds now (the words of ``--stopwords`` get private senses). It
 trains nothing and writes nothing."""
@@ -13,10 +14,6 @@ from tcnlm_tf.errors import exit_on_user_error
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> str:
-    from tcnlm_tf import knowledge
-    from tcnlm_tf.baselines import target_counts
-    from tcnlm_tf.data import load_corpus
-    from tcnlm_tf.decoders import build_run_knowledge_base
     from tcnlm_tf.command_line import build_parser, config_from_args
 
     parser = build_parser()
@@ -26,6 +23,12 @@ def main(argv: list[str] | None = None) -> str:
                      "../shared/data --knowledge-base wordnet --stopwords "
                      "../shared/data/stopwords/mallet-en.txt")
     args = parser.parse_args(argv)
+    # TensorFlow's start-up (and its log lines) only once the flags are good
+    from tcnlm_tf import knowledge
+    from tcnlm_tf.baselines import target_counts
+    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.decoders import build_run_knowledge_base
+
     args.decoder = "sdlm"
     config = config_from_args(args)
     config.validate()

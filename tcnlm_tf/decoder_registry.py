@@ -140,7 +140,7 @@ DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
             OUTPUT_EMBEDDING_DROPOUT),
         # the SDLM authors' tied_lstm_rnn.py: 0.2 + 0.5 d on g, 0.5 d on the output
         # embedding's dimensions (0.5 and 0.3 for their medium model's 0.6; Gu et al. 2018
-        # Appendix C.1)
+        # Appendix C.1 says only that these last two rates were tuned apart from d)
         dropouts={"output_dropout": lambda d: 0.2 + 0.5 * d,
                   "output_embedding_dropout": lambda d: 0.5 * d},
         configure=_sdlm_knowledge_base),

@@ -5,9 +5,10 @@ custom loop with ``strategy.run``:
 
 * objective per global batch = (sum of target NLL + sum of the model's auxiliary loss) /
   (global number of real targets): for a topic model the auxiliary loss is the per-example
-  negative NTM part of the ELBO, so this is the negative ELBO of the batch (Wang et al. 2018
-  eq. 17) per predicted token. The denominator is all-reduced across replicas, so the loss
-  is the same whatever the replica count;
+  negative topic-model part of its objective, so for TCNLM this is -J of the batch (Wang et
+  al. 2018 eq. 18: the ELBO of eq. 17 plus lambda times the diversity regulariser) per
+  predicted token. The denominator is all-reduced across replicas, so the loss is the same
+  whatever the replica count;
 * gradients are summed across replicas, clipped by their *global* norm (the norm of the
   unscaled model's gradients, :func:`clip_gradients`), then applied with
   Adam or plain SGD (``--optimizer``; Keras's optimizer sums across replicas again, so each

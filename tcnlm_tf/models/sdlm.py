@@ -1,4 +1,4 @@
-"""SDLM, the Sememe-Driven Language Model (Gu, Gu, Li, Ye, Li, Liu, Sun, EMNLP 2018).
+"""SDLM, the Sememe-Driven Language Model (Gu, Yan, Zhu, Liu, Xie, Sun, Lin, Lin, EMNLP 2018).
 
 The paper's model is a tied LSTM language model whose softmax is replaced by the sememe-driven
 decoder: a sememe predictor (eq. 4), sememe experts scoring their own senses with bilinear
@@ -8,8 +8,9 @@ and the sum of a word's senses (eq. 9); sense output embeddings are the word inp
 :mod:`tcnlm_tf.decoders` over the run's ``--knowledge-base`` (``synthetic`` on the synthetic
 corpus, ``wordnet`` elsewhere unless given). Because it is an output layer, every language
 model of the project takes it with ``--decoder sdlm`` (e.g. ``--model tcnlm --decoder sdlm``);
-``--model sdlm`` is the paper's own pairing with the plain LSTM, for which its Table 1 uses
-Zaremba et al.'s medium size (``--preset medium``) trained as a token stream
+``--model sdlm`` is the paper's own pairing with the plain LSTM; of its Table 1's sizes
+(Zaremba et al.'s medium and large, and AWD-LSTM) ``--preset medium`` is the medium one,
+trained as a token stream
 (``--mode stream --optimizer sgd``, see the README).
 """
 from __future__ import annotations

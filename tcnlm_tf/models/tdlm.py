@@ -54,7 +54,7 @@ choice is ours:
   pools over padding too); its examples are the document's topic words cut into consecutive
   chunks of m1, each with the whole document as input (the code); its softmax is over the
   full LM vocabulary (the code);
-* word embeddings of the two components are separate (footnote 4), optionally initialised
+* word embeddings of the two components are separate (Sec. 3.3), optionally initialised
   from word2vec vectors (``--embeddings FILE``, which every model of the project takes:
   footnote 10 gives the baselines the same vectors; the paper used 300-d Google News
   vectors, ``python -m train.word2vec`` trains vectors on a corpus's training split as the
@@ -199,7 +199,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
 
     def embedding_tables(self):
         """The LM's input embedding and the topic model's document-word embedding (separate
-        tables, footnote 4; both from ``--embeddings`` as the paper)."""
+        tables, Sec. 3.3; both from ``--embeddings`` as the paper)."""
         return super().embedding_tables() + [(self.topic_model.convolution.embeddings,
                                               "topic")]
 
