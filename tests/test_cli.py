@@ -36,6 +36,35 @@ def test_help_lists_datasets_models_and_examples():
         assert text in result.stdout
 
 
+#: checks each command's --help in turn in one process; prints the first that imported
+#: TensorFlow (once imported, it would stay in sys.modules for the commands after it)
+HELP_WITHOUT_TENSORFLOW = """
+import contextlib, io, runpy, sys
+for module in sys.argv[1:]:
+    sys.argv = [module, "--help"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        runpy.run_module(module, run_name="__main__")
+    if "tensorflow" in sys.modules:
+        print(module)
+        break
+"""
+
+
+def test_no_command_starts_tensorflow_for_its_help():
+    """--help answers at once, without TensorFlow's start-up and its log lines: every
+    command (a module of train/, evaluate/ or benchmarks/ that runs as ``__main__``)
+    imports TensorFlow only after its flags are parsed."""
+    modules = sorted(f"{path.parent.name}.{path.stem}"
+                     for folder in ("train", "evaluate", "benchmarks")
+                     for path in (REPO_ROOT / folder).glob("*.py")
+                     if 'if __name__ == "__main__":' in path.read_text())
+    assert {"train.run", "evaluate.knowledge_base", "benchmarks.run"} <= set(modules)
+    result = subprocess.run([sys.executable, "-c", HELP_WITHOUT_TENSORFLOW, *modules],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "", f"{result.stdout.strip()} --help imports TensorFlow"
+
+
 def test_missing_dataset_exits_2_naming_path_format_and_source(tmp_path):
     result = run("--dataset", "bnc", "--data-dir", str(tmp_path), "--cache-dir", str(tmp_path))
     assert_one_line_error(result, str(tmp_path / "bnc" / "train.txt"),
