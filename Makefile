@@ -29,7 +29,8 @@ wordnet:
 demo: install
 	$(PY) -m train.run
 
-## test: the whole test suite (small configurations, synthetic corpus; < 15 min on 2 cores),
+## test: the whole test suite (small configurations, synthetic corpus; under 12 minutes on
+## the idle 2-core machine, RESULTS.md "The test suite"),
 ## in 3 processes (pytest-xdist; each test file stays in one, see tests/conftest.py): a
 ## third keeps the 2 cores busy while a test waits on the subprocesses it starts.
 test: install
