@@ -1,7 +1,9 @@
 """Every layer in ``layers/`` in a user's own Keras model: registered for serialisation,
 ``get_config``/``from_config`` round trips, ``model.save``/``load_model`` with equal
 predictions, and the README's functional-API example run as written."""
+import importlib
 import inspect
+import pkgutil
 import re
 
 import keras
@@ -182,6 +184,12 @@ def _mixture_of_softmaxes():
     return keras.Model(h, layer(h)), layer, [np.random.default_rng(1).normal(size=(B, L, 8))]
 
 
+def _hoisted_lstm():
+    x = keras.Input((L, NX))
+    layer = layers.HoistedLSTM(7, return_sequences=True, hoist=True)
+    return keras.Model(x, layer(x)), layer, [np.random.default_rng(1).normal(size=(B, L, NX))]
+
+
 def _tied_softmax():
     h = keras.Input((L, 8))
     layer = layers.TiedSoftmax(8, vocab_size=V, embedding_dim=6)
@@ -210,18 +218,16 @@ CASES = {
     layers.SememeDecoder: _sememe_decoder,
     layers.MixtureOfSoftmaxes: _mixture_of_softmaxes,
     layers.TiedSoftmax: _tied_softmax,
+    layers.HoistedLSTM: _hoisted_lstm,
 }
 
 
 def layer_classes():
-    """Every public Layer class defined in the modules of ``layers``."""
+    """Every public Layer class defined in the modules of ``layers`` (all of them, so that a
+    new module's layers are found too)."""
     found = set()
-    for module in (layers.adaptive_softmax, layers.context_attention,
-                   layers.gaussian_encoder, layers.lda,
-                   layers.mixture_of_experts, layers.mixture_of_softmaxes,
-                   layers.sememe_decoder, layers.tied_softmax,
-                   layers.topic_attention, layers.topic_lstm, layers.topic_model,
-                   layers.topic_rnn):
+    for info in pkgutil.iter_modules(layers.__path__):
+        module = importlib.import_module(f"layers.{info.name}")
         for name, obj in vars(module).items():
             if (inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
                     and obj.__module__ == module.__name__ and not name.startswith("_")):
