@@ -37,7 +37,7 @@ test: install
 	$(PY) -m pytest -q -n 3 --dist loadfile tests
 
 ## test-fast: the unit tests only (every test not marked slow: no tiny training runs or
-## exports; about a minute), for the edit-test loop. CI runs `make test`.
+## exports; under a minute on the idle machine), for the edit-test loop. CI runs `make test`.
 test-fast: install
 	$(PY) -m pytest -q -n 3 --dist loadfile -m "not slow" tests
 
