@@ -27,7 +27,7 @@ LAYERS = ("BagOfWords", "TiedSoftmax", "TopicCompositionalLSTM", "TopicCompositi
           "ConvolutionalTopicModel", "TopicGate", "ContextAttention", "LateFusionLSTM",
           "LateFusionLSTMCell", "GaussianEncoder", "NeuralTopicModel", "TopicRNNInference",
           "AdaptiveSoftmax", "TopicRNNOutput", "MixtureOfSoftmaxes", "LDAInference",
-          "SememeDecoder")
+          "SememeDecoder", "HoistedLSTM")
 #: the output layers: ``backend_check`` also checks their ``target_log_prob``, the training
 #: path of the project's models
 OUTPUT_LAYERS = ("AdaptiveSoftmax", "MixtureOfSoftmaxes", "SememeDecoder", "TiedSoftmax")
