@@ -121,7 +121,7 @@ out = layer(d, sample=True)
 second = keras.ops.convert_to_numpy(out["theta"])
 print(json.dumps({"tensorflow": loaded, "mean": first.mean(0).tolist(),
                   "std": first.std(0).tolist(),
-                  "differ": bool(np.abs(first - second).min() > 0),
+                  "differ": bool(np.mean(first == second) < 0.01),
                   "kl": keras.ops.convert_to_numpy(out["kl"])[:2].tolist()}))
 """
 
@@ -140,6 +140,8 @@ def test_the_gaussian_encoder_draws_from_its_posterior(backend, tmp_path):
     mu, sigma = np.array([-1.0, 0.0, 2.0]), np.array([0.5, 1.0, 2.0])
     np.testing.assert_allclose(got["mean"], mu, atol=5 * sigma.max() / np.sqrt(20000))
     np.testing.assert_allclose(got["std"], sigma, rtol=0.03)
+    # a fresh draw: not one coordinate in 100 repeats (a reused seed repeats all of them;
+    # independent float32 draws can still meet in a few of the 60,000)
     assert got["differ"], f"two calls under {backend} drew the same theta"
     assert got["tensorflow"] == [], f"importing layers under {backend} loaded {got['tensorflow']}"
     kl = 0.5 * (((mu - 0.5) ** 2 + sigma ** 2) / 4.0 - 1.0 - np.log(sigma ** 2 / 4.0)).sum()
