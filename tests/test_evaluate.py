@@ -126,22 +126,17 @@ def test_topics_written_and_in_tensorboard(tcnlm_run):
 
 
 def test_coherence_summary(tcnlm_run):
-    from evaluate.coherence import main
+    from evaluate.coherence import coherence, main
     from evaluate.common import read_documents, split_file
-    from evaluate.topics import top_words
-    from tcnlm_tf.coherence import coherence_summary, count_cooccurrences
     from tcnlm_tf.runs import load_run
     result = main(run_args(tcnlm_run, "--window", "10"))
     assert set(result["per_n"]) == {5, 10, 15, 20}
     assert result["mean"] == pytest.approx(np.mean(list(result["per_n"].values())))
     assert json.loads((tcnlm_run[0] / "coherence.json").read_text())["window"] == 10
-    # the run's own top words, counted in windows of 10 over its training split
+    # the run's own topics, counted in windows of 10 over its training split
     run = load_run(tcnlm_run[0])
-    topics = top_words(run, 20)
     reference = read_documents(split_file(run, "train"))
-    expected = {window: coherence_summary(topics, count_cooccurrences(
-        reference, {w for t in topics for w in t}, window), (5, 10, 15, 20))
-        for window in (10, 0)}
+    expected = {window: coherence(run, reference, window) for window in (10, 0)}
     assert result["per_n"] == pytest.approx(expected[10]["per_n"])
     assert expected[0]["mean"] != pytest.approx(expected[10]["mean"])   # the window counts
 
