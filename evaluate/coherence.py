@@ -2,7 +2,11 @@
 topics, as in both papers: for each topic the mean NPMI over all pairs of its top N words,
 averaged over topics, for N = 5, 10, 15, 20, and the mean over N. Word and pair probabilities
 are counted in sliding windows of ``--window`` tokens (20, as Lau et al.'s toolkit; 0 = whole
-documents) over a reference corpus (default: the run's training split)."""
+documents) over a reference corpus (default: the run's training split), laid and scored as
+that toolkit, which computed the papers' numbers, does (``--convention toolkit``: windows
+overhang a document's ends, a pair never seen together scores 0) or with whole windows only
+and -1 for such a pair (``limit``, this project's convention before; ``tcnlm_tf.coherence``
+says both). ``coherence.json`` keeps the convention and the top words scored."""
 from __future__ import annotations
 
 import json
@@ -10,19 +14,25 @@ import json
 from evaluate.common import parser, read_documents, split_file
 from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
+from tcnlm_tf.coherence import CONVENTIONS, coherence_summary, count_cooccurrences
 from tcnlm_tf.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
 
 NS = (5, 10, 15, 20)
 
 
-def coherence(run, reference, window: int = 20) -> dict:
-    """The coherence summary of ``run``'s topics against ``reference`` documents."""
-    from tcnlm_tf.coherence import coherence_summary, count_cooccurrences
-
+def coherence(run, reference, window: int = 20, convention: str = CONVENTIONS[0]) -> dict:
+    """The coherence summary of ``run``'s topics against ``reference`` documents, with the
+    top words it scored (``top_words``: per topic, most probable first)."""
     topics = top_words(run, max(NS))
-    counts = count_cooccurrences(reference, {w for t in topics for w in t}, window)
-    return coherence_summary(topics, counts, NS)
+    counts = count_cooccurrences(reference, {w for t in topics for w in t}, window, convention)
+    return {**coherence_summary(topics, counts, NS), "top_words": topics}
+
+
+def convention_of(record: dict) -> str:
+    """The convention of a ``coherence.json`` (or a record's ``coherence``): records written
+    before the toolkit convention became the default name none and used ``limit``."""
+    return record.get("convention", "limit")
 
 
 @exit_on_user_error
@@ -32,18 +42,25 @@ def main(argv: list[str] | None = None) -> dict:
                    "(default: the run's training split)")
     p.add_argument("--window", type=integer(0), default=20,
                    help="sliding-window size in tokens; 0 = whole documents (default: 20)")
+    p.add_argument("--convention", choices=CONVENTIONS, default=CONVENTIONS[0],
+                   help="toolkit: as Lau et al.'s topic_interpretability, which computed the "
+                        "papers' NPMI (windows overhang each document's ends, a pair never "
+                        "seen together scores 0); limit: whole windows only, such a pair "
+                        "scores -1, as this project's records before 2026-11-27 "
+                        "(default: toolkit)")
     args = p.parse_args(argv)
     from tcnlm_tf.runs import load_run, require_topic_model
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.coherence")
     path = args.reference or split_file(run, "train")
-    summary = coherence(run, read_documents(path), args.window)
+    summary = coherence(run, read_documents(path), args.window, args.convention)
     for n, value in summary["per_n"].items():
         print(f"NPMI top-{n}: {value:.4f}")
     print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "
-          f"(reference {path}, window {args.window})")
-    result = {"reference": str(path), "window": args.window, **summary}
+          f"(reference {path}, window {args.window}, {args.convention} convention)")
+    result = {"reference": str(path), "window": args.window, "convention": args.convention,
+              **summary}
     write_text(run.files.coherence, json.dumps(result, indent=2) + "\n")
     return result
 

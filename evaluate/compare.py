@@ -29,7 +29,8 @@ run again. The same command with a larger ``--max-epochs`` (a setting of a compa
 may change, only upwards) continues the rows that stopped on the old epoch cap; rows may join
 with a ``--fixed-budget`` of their own while none of their runs exists.
 For the topic models the command also writes their top words (``topics.txt``) and NPMI
-coherence (``coherence.json``, reference: the training split, window 20). The
+coherence (``coherence.json``, reference: the training split, window 20, the toolkit
+convention of ``evaluate.coherence``). The
 table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
 perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
 (``tensorboard --logdir <runs-dir>/<name>/tensorboard``).
@@ -42,9 +43,11 @@ size, NPMI and ablation scores folded in), ``config.json``, ``topics.txt``,
 ``coherence.json``, ``ablations.json``; the comparison's ``compare.json``, table and curve
 plot are rewritten there after every record. A run with a record counts as finished even
 when its run directory is gone (another machine, a wiped scratch space): the table is
-rebuilt from the records, and says which rows came from them. ``--commit-records`` also
-commits each new record (only its own files) to the git repository ``DIR`` is in, so a
-machine lost between two restarts loses no finished row.
+rebuilt from the records, and says which rows came from them. A finished row whose run
+directory is here is evaluated again each time; where that differs from its record (its
+NPMI under a new convention, say), the record is rewritten. ``--commit-records`` also
+commits each new or rewritten record (only its own files) to the git repository ``DIR`` is
+in, so a machine lost between two restarts loses no finished row.
 
 Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --context preceding``), a
 model's own options only to the rows of models that take them. ``--jobs 2`` trains two runs
@@ -373,11 +376,13 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
 
 
 def topic_evaluations(run_dir: Path) -> dict:
-    """Top-10 words (``topics.txt``) and NPMI coherence (``coherence.json``) of a topic run."""
+    """Top-10 words (``topics.txt``) and NPMI coherence (``coherence.json``) of a topic run;
+    returns the coherence without the top words it scored (those stay in its file)."""
     from evaluate import coherence, topics
 
     topics.main(["--run", str(run_dir), "--top-n", "10"])
-    return coherence.main(["--run", str(run_dir)])
+    result = coherence.main(["--run", str(run_dir)])
+    return {key: value for key, value in result.items() if key != "top_words"}
 
 
 def ablation_flags(run_dir: Path) -> dict[str, list[str]]:
@@ -679,28 +684,32 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
 
     def collect(key: RunKey, fresh: bool = False) -> None:
         """``runs[key]`` from the run directory where it is finished (and its record,
-        written where it is new or ``fresh``), else from its record."""
+        written where it is new, ``fresh`` or evaluated differently now, e.g. its NPMI
+        under a new convention), else from its record."""
         name, run_dir = names[key], directory / names[key]
         metrics = finished(run_dir)
+        recorded = finished(record_dir / name) if record_dir is not None else None
         if metrics is None:
-            recorded = finished(record_dir / name) if record_dir is not None else None
             if recorded:
                 runs[key] = recorded
                 from_records.append(name)
             return
         runs[key] = evaluated(run_dir, metrics, ROWS[key.row][0], args.ablations)
-        if record_dir is not None and (fresh or finished(record_dir / name) is None):
+        if record_dir is not None and (fresh or recorded != runs[key]):
+            changed = [] if fresh or recorded is None else sorted(
+                k for k in recorded.keys() | runs[key].keys()
+                if recorded.get(k) != runs[key].get(k))
             written = write_record(record_dir, run_dir, runs[key])
             done = {k: runs[k] for k in order if k in runs}
             report(args, directory, done, names, from_records)
             for file in REPORT_FILES:
                 shutil.copyfile(directory / file, record_dir / file)
-            print(f"== {name}: recorded in {record_dir / name}", flush=True)
+            again = f" again ({', '.join(changed)} evaluated anew)" if changed else ""
+            print(f"== {name}: recorded in {record_dir / name}{again}", flush=True)
             if args.commit_records:
-                metrics = runs[key]
                 commit_files(written + [record_dir / SETTINGS_FILE]
                              + [record_dir / f for f in REPORT_FILES],
-                             record_message(record_dir, name, metrics))
+                             record_message(record_dir, name, runs[key]) + again)
 
     for key in order:               # rows finished before this command, and recorded ones
         if names[key] not in commands:

@@ -17,7 +17,9 @@ import math
 import statistics
 from typing import Any
 
+from evaluate.coherence import convention_of
 from evaluate.common import png_bytes
+from tcnlm_tf.coherence import CONVENTIONS
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
 
@@ -90,6 +92,8 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
         metrics = [m for _, m in chosen]
         test = _mean_std([m["test_perplexity"] for m in metrics])
         coherence = [m["coherence"]["mean"] for m in metrics if "coherence" in m]
+        conventions = sorted({convention_of(m["coherence"]) for m in metrics
+                              if "coherence" in m})
         ablations = ({source: statistics.fmean(m["ablations"][source] for m in metrics)
                       for source in metrics[0]["ablations"]}
                      if all("ablations" in m for m in metrics) else None)
@@ -104,6 +108,7 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
             "valid": _mean_std([m["best_valid_perplexity"] for m in metrics]),
             "test": test,
             "npmi": _mean_std(coherence) if coherence else None,
+            "npmi_convention": "/".join(conventions) or None,
             "ablations": ablations,
         }
     return entries
@@ -112,6 +117,25 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
 def _number(value: tuple[float, float | None], digits: int = 2) -> str:
     mean, std = value
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _npmi(entry: dict) -> str:
+    """The NPMI cell: mean (± std over seeds), its convention named when not the default."""
+    if not entry["npmi"]:
+        return "-"
+    text = _number(entry["npmi"], 4)
+    convention = entry.get("npmi_convention") or CONVENTIONS[0]
+    return text if convention == CONVENTIONS[0] else f"{text} ({convention})"
+
+
+def _convention_note(entries: dict[tuple, dict]) -> list[str]:
+    """The line explaining "(limit)" NPMI cells, where the table has one."""
+    if all((e.get("npmi_convention") or CONVENTIONS[0]) == CONVENTIONS[0]
+           for e in entries.values() if e["npmi"]):
+        return []
+    return ["\nNPMI marked (limit) was recorded under the earlier convention (whole windows "
+            "only; a pair never seen together scores -1, not the toolkit's 0; "
+            "`evaluate.coherence --convention`), and the run is not here to score again."]
 
 
 def _counted(labels: list) -> str:
@@ -143,7 +167,7 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None]) -> str
         rate = "default" if e["learning_rate"] is None else f"{e['learning_rate']:g}"
         if len(e["searched"]) > 1:
             rate += f" (best of {', '.join(f'{r:g}' for r in e['searched'])})"
-        npmi = _number(e["npmi"], 4) if e["npmi"] else "-"
+        npmi = _npmi(e)
         lines.append(
             f"| {e['row']} | {e['size']} | {e['parameters']:,} | {rate} | "
             f"{'/'.join(map(str, e['epochs']))} | {_counted(e['stopped'])} | "
@@ -155,6 +179,7 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None]) -> str
         if value is not None:
             lines.append(f"| {label} | - | - | - | - | - | - | - | {value:.2f} | "
                          f"{ratio(value, sentence)} | {ratio(value, document)} | - |")
+    lines += _convention_note(entries)
     seeds = max(len(e["seeds"]) for e in entries.values())
     if seeds > 1:
         lines.append(f"\n± is the standard deviation over {seeds} seeds; epochs and "
@@ -172,10 +197,9 @@ def coherence_table(entries: dict[tuple, dict]) -> str | None:
     lines = ["| model | " + " | ".join(f"T = {t}" for t in counts) + " |",
              "| --- |" + " --- |" * len(counts)]
     for row in rows:
-        cells = [_number(entries[(row, t)]["npmi"], 4)
-                 if (row, t) in entries and entries[(row, t)]["npmi"] else "-" for t in counts]
+        cells = [_npmi(entries[(row, t)]) if (row, t) in entries else "-" for t in counts]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _convention_note(entries)) + "\n"
 
 
 def topic_label(entry: dict) -> str:

@@ -10,14 +10,15 @@ corpus as recorded; ``evaluate.coherence``), the TCNLM paper's Table 4 NPMI for 
 dataset, model size and T (:mod:`evaluate.published`; its reference corpus is Wikipedia, so
 compare the trend over T, not the values) and the test perplexity; a cell (a row shown, a
 topic count of the comparisons) with no finished record says "not run". Records that
-disagree on the coherence reference or window, or whose comparisons differ in more than the
-topic count, are refused in one line.
+disagree on the coherence reference, window or convention (``evaluate.coherence``), or whose
+comparisons differ in more than the topic count, are refused in one line.
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from evaluate.coherence import convention_of
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.published import table_4_npmi
@@ -131,14 +132,16 @@ def main(argv: list[str] | None = None) -> str:
     # the reference file by its corpus folder and name: records keep the path as given,
     # relative to where each run was started
     references = {(Path(e["coherence"].get("reference", "")).parts[-2:],
-                   e["coherence"].get("window")) for e in found}
+                   e["coherence"].get("window"), convention_of(e["coherence"])) for e in found}
     if len(references) > 1:
-        raise UserError("the records' NPMI comes from different reference corpora or windows "
-                        f"({sorted(map(str, references))}); recompute it with one "
-                        "(`evaluate.coherence --reference ... --window ...`)")
-    parts, window = references.pop()
+        raise UserError("the records' NPMI comes from different reference corpora, windows or "
+                        f"conventions ({sorted(map(str, references))}); recompute it with one "
+                        "(`evaluate.coherence --reference ... --window ... --convention ...`, "
+                        "or the comparison's command again where its runs are kept)")
+    parts, window, convention = references.pop()
     reference = "/".join(parts)
-    text = (f"NPMI of the top words (reference {reference}, window {window}) and test "
+    text = (f"NPMI of the top words (reference {reference}, window {window}, {convention} "
+            "convention) and test "
             f"perplexity by topic count, beside the TCNLM paper's Table 4 ({dataset}, "
             f"{preset} models; its reference corpus is English Wikipedia); records "
             f"from {', '.join(map(str, args.records))}\n\n"

@@ -2,30 +2,44 @@
 
 Both papers this project reproduces score topics this way: TCNLM (Wang et al. 2018, "Topic
 Compositional Neural Language Model", AISTATS, section 5.2) and TDLM (Lau, Baldwin and Cohn
-2017, "Topically Driven Neural Language Model", ACL) follow Lau, Newman and Baldwin (2014),
-"Machine Reading Tea Leaves: Automatically Evaluating Topic Coherence and Topic Model Quality"
-(EACL), which found NPMI to agree best with human ratings.
+2017, "Topically Driven Neural Language Model", ACL, section 5) follow Lau, Newman and
+Baldwin (2014), "Machine Reading Tea Leaves: Automatically Evaluating Topic Coherence and Topic
+Model Quality" (EACL), which found NPMI to agree best with human ratings. TDLM's footnote 13
+names the toolkit that computed its numbers (and so the TDLM rows of TCNLM's Table 4, taken
+from it): github.com/jhlau/topic_interpretability (``ComputeWordCount.py`` and
+``ComputeObservedCoherence.py``).
 
 For one topic and its top-N words w_1..w_N (most probable first)::
 
     NPMI(wi, wj) = log(p(wi, wj) / (p(wi) p(wj))) / -log p(wi, wj)
     coherence    = mean of NPMI(wi, wj) over the N (N - 1) / 2 unordered pairs i < j
 
-NPMI lies in [-1, 1]: 1 when the two words occur only together, about 0 when they are
-independent, -1 in the limit of never co-occurring. Conventions at the edges (natural logs):
+Probabilities are window frequencies: ``p(w) = #windows containing w / #windows`` and
+``p(wi, wj) = #windows containing both / #windows``. Each document's sentences are concatenated
+into one token stream (the toolkit reads a document per line). Two conventions
+(:data:`CONVENTIONS`) differ in which windows there are and in the pairs never seen together:
 
-* ``p(wi, wj) = 0`` (the words never share a window, including a word absent from the reference
-  corpus): NPMI = -1, the limit as the joint probability goes to 0. Lau et al.'s toolkit adds
-  1e-12 inside the logs instead, which lands within 1e-2 of -1 for any realistic corpus.
-* ``p(wi, wj) = 1`` (both words in every window): NPMI = 1, the limit of perfect co-occurrence.
+* ``"toolkit"`` (the default), Lau et al.'s toolkit: a window of ``window`` tokens slides over
+  the document one token at a time *from before its first token to past its last*, so a
+  document of L tokens has L + window - 1 windows (the first and last window - 1 of them are
+  its prefixes and suffixes) and every occurrence lies in exactly ``window`` of them. A pair
+  that never shares a window, or a word absent from the reference corpus, scores NPMI = 0.
+  The window of 20 tokens is the toolkit's.
+* ``"limit"``: only whole windows, L - window + 1 of them (a document shorter than the window
+  is one window), as gensim's sliding windows; a pair never seen together scores NPMI = -1,
+  the limit as the joint probability goes to 0. This project's records before the toolkit
+  convention became the default (``coherence.json`` without a ``"convention"``) used it.
 
-Probabilities are window frequencies. Each document's sentences are concatenated into one
-token stream and a window of ``window`` tokens slides over it one token at a time, so a
-document of L >= window tokens has L - window + 1 windows; a document shorter than the window
-is one window; ``window=0`` makes every document one window (document co-occurrence). Empty
-documents have no window. Then ``p(w) = #windows containing w / #windows`` and
-``p(wi, wj) = #windows containing both / #windows``. The default window of 20 tokens is the one
-of Lau et al.'s toolkit (github.com/jhlau/topic_interpretability).
+In both, ``window=0`` makes every document one window (document co-occurrence), empty
+documents have no window (the corpus readers drop blank lines; the toolkit would count
+window - 1 windows for one), and a pair in every window scores NPMI = 1 (the limit of
+perfect co-occurrence; the toolkit divides by zero there, which its windows never reach for
+two different words and window >= 2). Natural logarithms: NPMI is a ratio of logarithms, so
+the toolkit's base 10 gives the same value.
+
+Zero scores matter on a small reference corpus: many pairs of rare top words never share a
+window, so ``"limit"`` pulls a topic of rare words towards -1 where the toolkit leaves it
+near 0.
 
 The coherence of a topic set for N is the mean over its topics; the papers report the mean over
 N in {5, 10, 15, 20} (:func:`coherence_summary`).
@@ -42,6 +56,9 @@ from tcnlm_tf.errors import UserError
 
 DEFAULT_NS = (5, 10, 15, 20)
 
+#: the window and edge conventions (module docstring); the first is the default
+CONVENTIONS = ("toolkit", "limit")
+
 # Overlapping interval pairs materialised at once in count_cooccurrences (bounds memory).
 _PAIR_CHUNK = 1 << 20
 
@@ -55,28 +72,36 @@ class CooccurrenceCounts:
     pair_windows: np.ndarray    # [W, W] int64, windows containing both; symmetric,
                                 # diagonal = word_windows
     num_windows: int            # total windows in the reference corpus
+    convention: str = CONVENTIONS[0]    # how windows were laid and never-seen pairs score
 
 
 def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Iterable[str],
-                        window: int = 20) -> CooccurrenceCounts:
+                        window: int = 20, convention: str = CONVENTIONS[0]
+                        ) -> CooccurrenceCounts:
     """Count the windows of ``documents`` containing each of ``words`` and each pair of them.
 
     ``documents`` is a corpus (a document is a list of sentences, a sentence a list of tokens);
     ``words`` is typically the union of all topics' top words (duplicates are dropped, first
-    occurrence kept). ``window`` is the sliding-window length in tokens, 0 for whole documents.
+    occurrence kept). ``window`` is the sliding-window length in tokens, 0 for whole documents;
+    ``convention`` (one of :data:`CONVENTIONS`) lays the windows as the module docstring says.
     A word that never occurs in the corpus gets zero counts.
 
     Only occurrences of the counted words matter, so the work is proportional to them, not to
-    the number of windows: for one occurrence at position q of a document with n windows of
-    length m, the windows containing it are the interval [max(0, q - m + 1), min(q, n - 1)] of
-    window starts. A word's occurrences give a union of such intervals (merged into disjoint
-    ones); the windows containing words a and b number the summed overlaps of a's intervals with
-    b's. Window starts are numbered across the corpus, one document after another, so intervals
+    the number of windows: for one occurrence at position q of a document, the windows
+    containing it are an interval of window numbers: under ``"toolkit"`` (window m > 0, window
+    k holding the tokens of k - m + 1 .. k that exist) [q, q + m - 1], under ``"limit"`` (n
+    whole windows of length m, window k starting at token k) [max(0, q - m + 1), min(q, n - 1)].
+    A word's occurrences give a union of such intervals (merged into disjoint ones); the windows
+    containing words a and b number the summed overlaps of a's intervals with b's. Windows are
+    numbered across the corpus, one document after another, so intervals
     of different documents never overlap (they may touch; merging those keeps the union).
     """
     if window < 0:
         raise UserError(f"coherence window must be >= 0 tokens (0 = whole documents), "
                         f"got {window}; pass a non-negative window")
+    if convention not in CONVENTIONS:
+        raise UserError(f"unknown coherence convention {convention!r}; pass one of "
+                        f"{', '.join(CONVENTIONS)}")
     vocab = list(dict.fromkeys(words))
     index = {w: i for i, w in enumerate(vocab)}
     num_words = len(vocab)
@@ -93,8 +118,10 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
                         "pass a corpus with at least one non-empty document")
 
     # Per document: window length m, number of windows n, first window's corpus-wide number.
+    partial = convention == "toolkit" and window > 0
     span = np.where((window == 0) | (length < window), length, window)
-    num_doc_windows = np.where(length > 0, length - span + 1, 0)
+    num_doc_windows = np.where(length > 0, length + window - 1 if partial else length - span + 1,
+                               0)
     first_window = np.cumsum(num_doc_windows) - num_doc_windows
     num_windows = int(num_doc_windows.sum())
 
@@ -104,8 +131,12 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
     position = np.arange(len(ids)) - np.repeat(np.cumsum(length) - length, length)
     hit = ids >= 0
     word, doc, position = ids[hit], doc[hit], position[hit]
-    start = first_window[doc] + np.maximum(0, position - span[doc] + 1)
-    end = first_window[doc] + np.minimum(position, num_doc_windows[doc] - 1) + 1
+    if partial:
+        start = first_window[doc] + position
+        end = start + window
+    else:
+        start = first_window[doc] + np.maximum(0, position - span[doc] + 1)
+        end = first_window[doc] + np.minimum(position, num_doc_windows[doc] - 1) + 1
 
     # Merge each word's overlapping or touching intervals (both ends grow with position).
     order = np.lexsort((start, word))
@@ -122,7 +153,7 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
     return CooccurrenceCounts(words=vocab,
                               word_windows=np.rint(word_windows).astype(np.int64),
                               pair_windows=np.rint(pair_windows).astype(np.int64),
-                              num_windows=num_windows)
+                              num_windows=num_windows, convention=convention)
 
 
 def _interval_overlaps(word: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -155,9 +186,11 @@ def _interval_overlaps(word: np.ndarray, start: np.ndarray, end: np.ndarray,
 
 
 def npmi_matrix(counts: CooccurrenceCounts) -> np.ndarray:
-    """[W, W] NPMI between every pair of counted words (module conventions at the edges).
+    """[W, W] NPMI between every pair of counted words, at the edges as ``counts.convention``
+    says (module docstring).
 
-    Symmetric; the diagonal is 1 for words that occur and -1 for words that never do.
+    Symmetric; the diagonal is 1 for words that occur, and for words that never do 0
+    (``"toolkit"``) or -1 (``"limit"``).
     """
     n = float(counts.num_windows)
     log_joint = np.log(np.maximum(counts.pair_windows, 1) / n)
@@ -166,7 +199,7 @@ def npmi_matrix(counts: CooccurrenceCounts) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         npmi = pmi / -log_joint
     npmi[counts.pair_windows == counts.num_windows] = 1.0
-    npmi[counts.pair_windows == 0] = -1.0
+    npmi[counts.pair_windows == 0] = 0.0 if counts.convention == "toolkit" else -1.0
     return npmi
 
 
@@ -204,7 +237,7 @@ def topic_coherence(top_words: Sequence[Sequence[str]], counts: CooccurrenceCoun
 
     ``top_words[k]`` lists topic k's words, most probable first; every one of the first ``n``
     must be among ``counts.words`` (ValueError otherwise). Words counted but absent from the
-    reference corpus score -1 with every other word.
+    reference corpus score 0 (``"toolkit"``) or -1 (``"limit"``) with every other word.
     """
     _validate_topics(top_words, [n])
     return _scores(top_words, counts, npmi_matrix(counts), n)

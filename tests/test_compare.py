@@ -267,6 +267,31 @@ def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, 
         assert f"results/cmp/{path}" in committed
     capfd.readouterr()
 
+    # the same command again evaluates the finished rows anew and, where that equals their
+    # records, writes and commits nothing
+    head = git("rev-parse", "HEAD", cwd=repo)
+    compare(tiny_args(tmp_path, "--record-dir", str(record), "--commit-records", "--ablations"))
+    assert git("rev-parse", "HEAD", cwd=repo) == head
+    assert "evaluated anew" not in capfd.readouterr().out
+    # a record scored before the toolkit convention (none named, another NPMI) is scored
+    # again from its run directory, rewritten and committed
+    path = record / "tcnlm" / "metrics.json"
+    old = json.loads(path.read_text())
+    coherence = {k: v for k, v in old["coherence"].items() if k != "convention"}
+    path.write_text(json.dumps({**old, "coherence": {**coherence, "mean": -0.5}}))
+    git("commit", "-q", "-m", "an old record", str(path), cwd=repo)
+    compare(tiny_args(tmp_path, "--record-dir", str(record), "--commit-records", "--ablations"))
+    out = capfd.readouterr().out
+    assert f"== tcnlm: recorded in {record / 'tcnlm'} again (coherence evaluated anew)" in out
+    assert "== lstm: recorded in" not in out
+    assert json.loads(path.read_text()) == old
+    assert git("log", "-1", "--format=%s", cwd=repo).strip().endswith(
+        "after 2 epochs (epochs) again (coherence evaluated anew)")
+    assert old["coherence"]["convention"] == "toolkit"
+    assert "top_words" not in old["coherence"]             # they stay in coherence.json
+    words = json.loads((record / "tcnlm" / "coherence.json").read_text())["top_words"]
+    assert len(words) == 4 and all(len(topic) == 20 for topic in words)
+
     clone = tmp_path / "clone"
     git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
     second = compare(tiny_args(tmp_path / "elsewhere", "--record-dir",

@@ -15,7 +15,7 @@ def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping"):
          "parameters": 1000, "size": "1x8", "train_tokens_per_epoch": 900,
          "baselines": {"unigram": 500.0, "oracle": None}}
     if npmi is not None:
-        m["coherence"] = {"mean": npmi}
+        m["coherence"] = {"mean": npmi, "convention": "toolkit"}
     return m
 
 
@@ -61,8 +61,26 @@ def test_coherence_table_by_topic_count():
     lines = text.splitlines()
     assert lines[0] == "| model | T = 50 | T = 100 |"
     assert lines[2] == "| tcnlm | 0.1500 ± 0.0707 | 0.0600 ± 0.0141 |"
+    assert "(limit)" not in text            # every record names the toolkit convention
     one_count = {k: v for k, v in RUNS.items() if k.topics != 100}
     assert coherence_table(aggregate(one_count, fixed={})) is None
+
+
+def test_npmi_recorded_under_the_earlier_convention_is_marked():
+    """A record without a convention (written before the toolkit's became the default) is
+    marked, in both tables, with the note that says what (limit) means."""
+    runs = dict(RUNS)
+    for key in (RunKey("tcnlm", 100, 0, 1e-3), RunKey("tcnlm", 100, 1, 1e-3)):
+        runs[key] = {**runs[key], "coherence": {"mean": runs[key]["coherence"]["mean"]}}
+    entries = aggregate(runs, fixed={})
+    assert entries[("tcnlm", 100)]["npmi_convention"] == "limit"
+    lines = coherence_table(entries).splitlines()
+    assert lines[2] == "| tcnlm | 0.1500 ± 0.0707 | 0.0600 ± 0.0141 (limit) |"
+    assert lines[-1].startswith("NPMI marked (limit) was recorded under the earlier convention")
+    text = table(entries, {})
+    assert "| 0.0600 ± 0.0141 (limit) |" in text and "| 0.1500 ± 0.0707 |" in text
+    assert "NPMI marked (limit)" in text
+    assert "NPMI marked" not in table(aggregate(RUNS, fixed={}), {})
 
 
 @pytest.mark.parametrize("per_epoch,expected", [(900, [900, 1800, 2700]),

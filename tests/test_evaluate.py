@@ -139,6 +139,15 @@ def test_coherence_summary(tcnlm_run):
     expected = {window: coherence(run, reference, window) for window in (10, 0)}
     assert result["per_n"] == pytest.approx(expected[10]["per_n"])
     assert expected[0]["mean"] != pytest.approx(expected[10]["mean"])   # the window counts
+    # the file names its convention and keeps the words it scored, so a record can be
+    # scored again without the run
+    saved = json.loads((tcnlm_run[0] / "coherence.json").read_text())
+    assert saved["convention"] == "toolkit" and saved["top_words"] == expected[10]["top_words"]
+    assert [len(topic) for topic in saved["top_words"]] == [20] * 4
+    limit = main(run_args(tcnlm_run, "--window", "10", "--convention", "limit"))
+    assert limit["convention"] == "limit"
+    assert limit["per_n"] == pytest.approx(coherence(run, reference, 10, "limit")["per_n"])
+    assert limit["mean"] != pytest.approx(result["mean"])
 
 
 def test_infer_numbers_picture_and_tensorboard_image(tcnlm_run):

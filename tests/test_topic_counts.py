@@ -11,19 +11,22 @@ SETTINGS = {"dataset": "apnews", "data_dir": "/data", "preset": "small", "seed":
             "train_args": ["--topic-min-docs", "10"], "max_epochs": 30, "patience": 2}
 
 
-def npmi(base, reference="../shared/data/apnews/train.txt"):
+def npmi(base, reference="../shared/data/apnews/train.txt", convention=None):
+    """A coherence record; ``convention`` None is one written before records named theirs."""
     per_n = {n: base - 0.01 * k for k, n in enumerate(("5", "10", "15", "20"))}
     return {"reference": reference, "window": 20, "per_n": per_n,
-            "mean": sum(per_n.values()) / 4}
+            "mean": sum(per_n.values()) / 4,
+            **({"convention": convention} if convention else {})}
 
 
-def write_records(directory, runs, num_topics, settings=SETTINGS):
+def write_records(directory, runs, num_topics, settings=SETTINGS, convention=None):
     """``runs``: run name -> (T, NPMI base, test perplexity, reference or None)."""
     directory.mkdir(parents=True)
     (directory / "compare.json").write_text(json.dumps(dict(settings, num_topics=num_topics)))
     for name, (topics, base, test, reference) in runs.items():
         (directory / name).mkdir()
-        coherence = npmi(base, reference) if reference else npmi(base)
+        coherence = (npmi(base, reference, convention) if reference
+                     else npmi(base, convention=convention))
         (directory / name / "metrics.json").write_text(json.dumps(
             {"model": name.split("-")[0], "test_perplexity": test, "coherence": coherence}))
         (directory / name / "config.json").write_text(json.dumps(
@@ -58,7 +61,7 @@ def test_one_line_per_row_and_topic_count_from_several_comparisons(records, caps
         "| tdlm | 50 | 0.2000 | 0.1900 | 0.1800 | 0.1700 | 0.1850 | 0.149 | 67.50 |",
         "| tdlm | 100 | not run | - | - | - | - | 0.152 | - |",
         "| tdlm | 150 | not run | - | - | - | - | 0.147 | - |"]
-    assert "reference apnews/train.txt, window 20" in lines[0]
+    assert "reference apnews/train.txt, window 20, limit convention" in lines[0]
     assert (first / "t.md").read_text() == text
     only = main(["--records", str(first), "--rows", "tdlm"]).splitlines()
     assert only[-1].startswith("| tdlm | 50 | 0.2000 |") and not any("tcnlm" in x
@@ -68,7 +71,8 @@ def test_one_line_per_row_and_topic_count_from_several_comparisons(records, caps
 @pytest.mark.parametrize("change, message", [
     ("settings", "differ in seed, not only in the topic count"),
     ("twice", "tcnlm at T = 50 is recorded twice"),
-    ("reference", "different reference corpora or windows"),
+    ("reference", "different reference corpora, windows or conventions"),
+    ("convention", "different reference corpora, windows or conventions"),
     ("rows", "--rows tdlm,lclm: no finished record of lclm in"),
     ("empty", "no finished topic run with a coherence record"),
 ])
@@ -87,6 +91,10 @@ def test_records_that_do_not_belong_together_are_one_line_errors(records, tmp_pa
         write_records(tmp_path / "wiki", {"tdlm-T100": (100, 0.2, 70.0, "wiki/all.txt")},
                       [100])
         argv[2] = str(tmp_path / "wiki")
+    elif change == "convention":        # scored by the toolkit, beside records of the limit
+        write_records(tmp_path / "toolkit", {"tdlm-T100": (100, 0.2, 70.0, None)}, [100],
+                      convention="toolkit")
+        argv[2] = str(tmp_path / "toolkit")
     elif change == "rows":
         argv += ["--rows", "tdlm,lclm"]
     else:
@@ -110,3 +118,10 @@ def test_the_papers_table_4_cell_by_row_dataset_model_size_and_topic_count():
     assert table_4_npmi("tcnlm", "apnews", "small", 30) is None        # no such T
     assert table_4_npmi("tcnlm", "synthetic", "small", 50) is None
     assert table_4_npmi("tcnlm", "apnews", "medium", 50) is None       # no such size
+
+
+def test_records_that_name_the_toolkit_convention_say_so(tmp_path):
+    both = write_records(tmp_path / "toolkit", {"tcnlm-T50": (50, 0.1, 73.0, None),
+                                                "tcnlm-T100": (100, 0.2, 74.0, None)},
+                         [50, 100], convention="toolkit")
+    assert "window 20, toolkit convention" in main(["--records", str(both)]).splitlines()[0]
