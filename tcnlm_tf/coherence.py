@@ -34,8 +34,8 @@ In both, ``window=0`` makes every document one window (document co-occurrence), 
 documents have no window (the corpus readers drop blank lines; the toolkit would count
 window - 1 windows for one), and a pair in every window scores NPMI = 1 (the limit of
 perfect co-occurrence; the toolkit divides by zero there, which its windows never reach for
-two different words and window >= 2). Natural logarithms: NPMI is a ratio of logarithms, so
-the toolkit's base 10 gives the same value.
+two different words and window > 0: a document's first window holds one token). Natural
+logarithms: NPMI is a ratio of logarithms, so the toolkit's base 10 gives the same value.
 
 Zero scores matter on a small reference corpus: many pairs of rare top words never share a
 window, so ``"limit"`` pulls a topic of rare words towards -1 where the toolkit leaves it
