@@ -3,7 +3,7 @@ topics, as in both papers: for each topic the mean NPMI over all pairs of its to
 averaged over topics, for N = 5, 10, 15, 20, and the mean over N. Word and pair probabilities
 are counted in sliding windows of ``--window`` tokens (20, as Lau et al.'s toolkit; 0 = whole
 documents) over a reference corpus (default: the run's training split), laid and scored as
-that toolkit, which computed the papers' numbers, does (``--convention toolkit``: windows
+that toolkit, which computed the TDLM paper's coherence, does (``--convention toolkit``: windows
 overhang a document's ends, a pair never seen together scores 0) or with whole windows only
 and -1 for such a pair (``limit``, this project's convention before; ``tcnlm_tf.coherence``
 says both). ``coherence.json`` keeps the convention and the top words scored."""
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
                    help="sliding-window size in tokens; 0 = whole documents (default: 20)")
     p.add_argument("--convention", choices=CONVENTIONS, default=CONVENTIONS[0],
                    help="toolkit: as Lau et al.'s topic_interpretability, which computed the "
-                        "papers' NPMI (windows overhang each document's ends, a pair never "
+                        "TDLM paper's NPMI (windows overhang each document's ends, a pair never "
                         "seen together scores 0); limit: whole windows only, such a pair "
                         "scores -1, as this project's records before 2026-11-27 "
                         "(default: toolkit)")

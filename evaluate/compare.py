@@ -682,10 +682,13 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
     runs: dict[RunKey, dict] = {}
     from_records: list[str] = []
 
+    pending: list[tuple[list[Path], str]] = []    # records written, not yet published
+
     def collect(key: RunKey, fresh: bool = False) -> None:
         """``runs[key]`` from the run directory where it is finished (and its record,
         written where it is new, ``fresh`` or evaluated differently now, e.g. its NPMI
-        under a new convention), else from its record."""
+        under a new convention), else from its record. A record rewritten keeps what this
+        command did not evaluate (its ablation scores, without ``--ablations``)."""
         name, run_dir = names[key], directory / names[key]
         metrics = finished(run_dir)
         recorded = finished(record_dir / name) if record_dir is not None else None
@@ -695,25 +698,40 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
                 from_records.append(name)
             return
         runs[key] = evaluated(run_dir, metrics, ROWS[key.row][0], args.ablations)
-        if record_dir is not None and (fresh or recorded != runs[key]):
-            changed = [] if fresh or recorded is None else sorted(
-                k for k in recorded.keys() | runs[key].keys()
-                if recorded.get(k) != runs[key].get(k))
-            written = write_record(record_dir, run_dir, runs[key])
-            done = {k: runs[k] for k in order if k in runs}
-            report(args, directory, done, names, from_records)
-            for file in REPORT_FILES:
-                shutil.copyfile(directory / file, record_dir / file)
-            again = f" again ({', '.join(changed)} evaluated anew)" if changed else ""
-            print(f"== {name}: recorded in {record_dir / name}{again}", flush=True)
-            if args.commit_records:
-                commit_files(written + [record_dir / SETTINGS_FILE]
-                             + [record_dir / f for f in REPORT_FILES],
-                             record_message(record_dir, name, runs[key]) + again)
+        if record_dir is None:
+            return
+        record = runs[key] if fresh or recorded is None else {**recorded, **runs[key]}
+        if record == recorded and not fresh:
+            return
+        changed = [] if fresh or recorded is None else sorted(
+            k for k in record if recorded.get(k) != record[k])
+        written = write_record(record_dir, run_dir, record)
+        again = f" again ({', '.join(changed)} evaluated anew)" if changed else ""
+        print(f"== {name}: recorded in {record_dir / name}{again}", flush=True)
+        pending.append((written, record_message(record_dir, name, record) + again))
+        if fresh:
+            publish()
+
+    def publish() -> None:
+        """The table and curve plot of every row collected so far to ``record_dir``, and
+        (``--commit-records``) the records written since the last call committed, each
+        on its own, the last with the table and plot."""
+        report(args, directory, {k: runs[k] for k in order if k in runs}, names,
+               from_records)
+        for file in REPORT_FILES:
+            shutil.copyfile(directory / file, record_dir / file)
+        if args.commit_records:
+            shared_files = [record_dir / SETTINGS_FILE] + [record_dir / f for f in REPORT_FILES]
+            for index, (written, message) in enumerate(pending):
+                last = index == len(pending) - 1
+                commit_files(written + (shared_files if last else []), message)
+        pending.clear()
 
     for key in order:               # rows finished before this command, and recorded ones
         if names[key] not in commands:
             collect(key)
+    if pending:                     # records of those, written or rewritten just now
+        publish()
     by_name = {names[key]: key for key in keys}
     failed = run_commands(commands, directory, args.jobs,
                           on_success=lambda name: collect(by_name[name], fresh=True))

@@ -129,13 +129,15 @@ def _npmi(entry: dict) -> str:
 
 
 def _convention_note(entries: dict[tuple, dict]) -> list[str]:
-    """The line explaining "(limit)" NPMI cells, where the table has one."""
+    """The line explaining "(limit)" NPMI cells ("(limit/toolkit)": seeds of both), where the
+    table has one."""
     if all((e.get("npmi_convention") or CONVENTIONS[0]) == CONVENTIONS[0]
            for e in entries.values() if e["npmi"]):
         return []
     return ["\nNPMI marked (limit) was recorded under the earlier convention (whole windows "
             "only; a pair never seen together scores -1, not the toolkit's 0; "
-            "`evaluate.coherence --convention`), and the run is not here to score again."]
+            "`evaluate.coherence --convention`), and the run is not here to score again; "
+            "(limit/toolkit) averages seeds recorded under each."]
 
 
 def _counted(labels: list) -> str:

@@ -5,9 +5,9 @@ Compositional Neural Language Model", AISTATS, section 5.2) and TDLM (Lau, Baldw
 2017, "Topically Driven Neural Language Model", ACL, section 5) follow Lau, Newman and
 Baldwin (2014), "Machine Reading Tea Leaves: Automatically Evaluating Topic Coherence and Topic
 Model Quality" (EACL), which found NPMI to agree best with human ratings. TDLM's footnote 13
-names the toolkit that computed its numbers (and so the TDLM rows of TCNLM's Table 4, taken
-from it): github.com/jhlau/topic_interpretability (``ComputeWordCount.py`` and
-``ComputeObservedCoherence.py``).
+names the toolkit that computed its coherence: github.com/jhlau/topic_interpretability
+(``ComputeWordCount.py`` and ``ComputeObservedCoherence.py``). TCNLM's Table 4 takes its LDA,
+NTM and TDLM rows from the TDLM paper and does not say which code scored its own rows.
 
 For one topic and its top-N words w_1..w_N (most probable first)::
 
@@ -32,10 +32,18 @@ into one token stream (the toolkit reads a document per line). Two conventions
 
 In both, ``window=0`` makes every document one window (document co-occurrence), empty
 documents have no window (the corpus readers drop blank lines; the toolkit would count
-window - 1 windows for one), and a pair in every window scores NPMI = 1 (the limit of
-perfect co-occurrence; the toolkit divides by zero there, which its windows never reach for
-two different words and window > 0: a document's first window holds one token). Natural
-logarithms: NPMI is a ratio of logarithms, so the toolkit's base 10 gives the same value.
+window - 1 windows for one, or 1 with window 0), and a pair in every window scores NPMI = 1
+(the limit of perfect co-occurrence; the toolkit divides by zero there, which its windows
+never reach for two different words and window > 0: a document's first window holds one
+token). Natural logarithms: NPMI is a ratio of logarithms, so the toolkit's base 10 gives
+the same value.
+
+Two more differences from the toolkit. It reads ``_`` in a topic word as joining the words
+of a collocation (it counts those words in sequence, never a corpus token holding ``_``),
+where here a word is the token itself: this matters only for a top word with ``_`` (APNEWS
+has a few such tokens, e.g. ``coach_leach``). And it leaves a pair of equal words out of a
+topic's mean, where here every pair counts: never met here, as topic vocabularies hold each
+word once.
 
 Zero scores matter on a small reference corpus: many pairs of rare top words never share a
 window, so ``"limit"`` pulls a topic of rare words towards -1 where the toolkit leaves it

@@ -291,6 +291,25 @@ def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, 
     assert "top_words" not in old["coherence"]             # they stay in coherence.json
     words = json.loads((record / "tcnlm" / "coherence.json").read_text())["top_words"]
     assert len(words) == 4 and all(len(topic) == 20 for topic in words)
+    # without --ablations the rows' ablation scores stay in their records; an early row
+    # rewritten alone is committed with the table of every row, not of the rows before it
+    path = record / "lstm" / "metrics.json"
+    lstm = json.loads(path.read_text())
+    path.write_text(json.dumps({**lstm, "size": "an older size"}))
+    git("commit", "-q", "-m", "an old record", str(path), cwd=repo)
+    compare(tiny_args(tmp_path, "--record-dir", str(record), "--commit-records"))
+    out = capfd.readouterr().out
+    assert "lstm: recorded in" in out and "tcnlm: recorded in" not in out
+    assert json.loads(path.read_text()) == lstm
+    assert json.loads((record / "tcnlm" / "metrics.json").read_text()) == old
+    files = git("show", "--name-only", "--format=", "HEAD", cwd=repo).split()
+    assert "results/cmp/comparison.md" in files and "results/cmp/lstm/metrics.json" in files
+    table = git("show", "HEAD:results/cmp/comparison.md", cwd=repo)
+    assert "| lstm |" in table and "| tcnlm |" in table
+    head = git("rev-parse", "HEAD", cwd=repo)       # with --ablations again: nothing new
+    compare(tiny_args(tmp_path, "--record-dir", str(record), "--commit-records", "--ablations"))
+    assert "recorded in" not in capfd.readouterr().out
+    assert git("rev-parse", "HEAD", cwd=repo) == head
 
     clone = tmp_path / "clone"
     git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
