@@ -29,12 +29,6 @@ def coherence(run, reference, window: int = 20, convention: str = CONVENTIONS[0]
     return {**coherence_summary(topics, counts, NS), "top_words": topics}
 
 
-def convention_of(record: dict) -> str:
-    """The convention of a ``coherence.json`` (or a record's ``coherence``): records written
-    before the toolkit convention became the default name none and used ``limit``."""
-    return record.get("convention", "limit")
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
     p = parser("coherence", __doc__.split(": ", 1)[1])

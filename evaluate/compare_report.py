@@ -17,9 +17,8 @@ import math
 import statistics
 from typing import Any
 
-from evaluate.coherence import convention_of
 from evaluate.common import png_bytes
-from tcnlm_tf.coherence import CONVENTIONS
+from tcnlm_tf.coherence import CONVENTIONS, convention_of
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
 
@@ -124,15 +123,14 @@ def _npmi(entry: dict) -> str:
     if not entry["npmi"]:
         return "-"
     text = _number(entry["npmi"], 4)
-    convention = entry.get("npmi_convention") or CONVENTIONS[0]
+    convention = entry["npmi_convention"]
     return text if convention == CONVENTIONS[0] else f"{text} ({convention})"
 
 
 def _convention_note(entries: dict[tuple, dict]) -> list[str]:
     """The line explaining "(limit)" NPMI cells ("(limit/toolkit)": seeds of both), where the
     table has one."""
-    if all((e.get("npmi_convention") or CONVENTIONS[0]) == CONVENTIONS[0]
-           for e in entries.values() if e["npmi"]):
+    if all(e["npmi_convention"] == CONVENTIONS[0] for e in entries.values() if e["npmi"]):
         return []
     return ["\nNPMI marked (limit) was recorded under the earlier convention (whole windows "
             "only; a pair never seen together scores -1, not the toolkit's 0; "

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluate.coherence import convention_of
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.published import table_4_npmi
+from tcnlm_tf.coherence import convention_of
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the top-N sizes of the papers' coherence (both average top 5/10/15/20)

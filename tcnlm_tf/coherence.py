@@ -67,6 +67,12 @@ DEFAULT_NS = (5, 10, 15, 20)
 #: the window and edge conventions (module docstring); the first is the default
 CONVENTIONS = ("toolkit", "limit")
 
+
+def convention_of(record: dict) -> str:
+    """The convention of a ``coherence.json`` (or a record's ``coherence``): records written
+    before the toolkit convention became the default name none and used ``"limit"``."""
+    return record.get("convention", "limit")
+
 # Overlapping interval pairs materialised at once in count_cooccurrences (bounds memory).
 _PAIR_CHUNK = 1 << 20
 
