@@ -73,6 +73,7 @@ def convention_of(record: dict) -> str:
     before the toolkit convention became the default name none and used ``"limit"``."""
     return record.get("convention", "limit")
 
+
 # Overlapping interval pairs materialised at once in count_cooccurrences (bounds memory).
 _PAIR_CHUNK = 1 << 20
 

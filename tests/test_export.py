@@ -112,10 +112,10 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
     other model and sampled in the rest (the choice is one ``tf.where`` in the shared
     generator, the same for every model), both with and without topics."""
     _, out = exports
-    spec, expected, generated = {}, {}, set()
+    spec, expected, generated, modules = {}, {}, set(), {}
     for index, (name, (run_dir, path)) in enumerate(out.items()):
         run = load_run(run_dir)
-        module = ServingModule(run)
+        module = modules[name] = ServingModule(run)
         temperature = (0.8, 0.0)[index % 2]
         generated.add((has_topics(run.model), temperature))
         calls = calls_for(run, read_documents(split_file(run, "test"))[:3], temperature)
@@ -138,14 +138,14 @@ def test_clean_process_reproduces_the_in_memory_model(exports, tmp_path):
             np.testing.assert_array_equal(got.astype(str), want.astype(str), err_msg=key)
         else:
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=key)
-    for name, (run_dir, _) in out.items():
+    for name, module in modules.items():
         # next_words over every word but <pad>, in the clean process, is the model's whole
         # distribution (which sums to 1) without its <pad> probability
         every = loaded[f"{name}/3/next_words/probabilities"]
-        assert every.shape[1] == len(load_run(run_dir).lm_vocab) - 1
+        assert every.shape[1] == module.vocab_size - 1
         call = spec[name]["calls"][3][1]
         inputs = {k: tf.constant(v, tf.as_dtype(d)) for k, (v, d) in call.items() if k != "k"}
-        whole = np.exp(ServingModule(load_run(run_dir)).next_word_log_probs(**inputs).numpy())
+        whole = np.exp(module.next_word_log_probs(**inputs).numpy())
         np.testing.assert_allclose(whole.sum(-1), 1.0, atol=1e-5, err_msg=name)
         np.testing.assert_allclose(every.sum(-1), 1.0 - whole[:, PAD_ID], atol=1e-5,
                                    err_msg=name)
