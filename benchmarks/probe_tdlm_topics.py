@@ -9,12 +9,19 @@ parts. This prints, for the run's best weights:
   ``--min-topics`` others have ``--min-words`` or more of its top 10 words (Sec. 5's
   softmax(B W + b));
 * how much the topic model attends to each group: the mean attention p over the whole
-  documents of the training split (what its own task reads);
+  documents of the training split (what its own task reads), and how concentrated it is
+  (:func:`attention_concentration`: how few topics take 99 % of it, how many get almost
+  none, how peaked one document's attention is);
 * where the language model's gradient on each B_k comes from: of ``--batches`` training
   batches (the run's protocol, in a fixed order), the share |g_e| / (|g_e| + |g_o|) of the
   gradient g_e of the examples whose context is empty (no topic-vocabulary word: d = 0)
   against g_o of the others (the loss as in evaluation, without dropout);
 * how alike the topic vectors are within each group (mean cosine);
+* how many of each topic's top 10 words are among the 10 that the output bias b alone ranks
+  first (the topic vocabulary's commonest), for the topics that take 99 % of the attention
+  and for the others;
+* where the run directory has the ``coherence.json`` that ``evaluate.compare`` writes: the
+  mean NPMI of the topics that take 99 % of the attention and of the others;
 * how many examples of the whole training split have an empty context under each protocol
   (``rest``: the document minus the sentence; ``preceding``: the text before it).
 
@@ -22,7 +29,9 @@ Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -54,6 +63,21 @@ def empty_contexts(run, arrays) -> dict[str, tuple[int, int]]:
         words = (rows[:, 1] - rows[:, 0]) + (rows[:, 3] - rows[:, 2])
         counts[protocol] = (int(np.sum(words == 0)), len(words))
     return counts
+
+
+def attention_concentration(attention: np.ndarray, share: float = 0.99) -> dict:
+    """How few topics the attention p [N, k] of N documents uses: ``topics_for_share``, the
+    fewest topics whose mean attention adds up to ``share`` of it (``used``: which, in
+    increasing order); ``unused``, the topics whose mean attention is under 1 % of uniform's
+    1/k; ``document_max``, the mean over documents of their largest p_k (1/k: uniform, 1: one
+    topic per document)."""
+    usage = attention.mean(axis=0)
+    order = np.argsort(-usage, kind="stable")
+    k = attention.shape[1]
+    count = int(np.searchsorted(np.cumsum(usage[order]), share * usage.sum()) + 1)
+    return {"topics_for_share": count, "share": share, "used": sorted(order[:count].tolist()),
+            "unused": int(np.sum(usage < 0.01 / k)),
+            "document_max": float(attention.max(axis=1).mean())}
 
 
 def gradient_parts(run, arrays, batches: int):
@@ -123,7 +147,9 @@ def main(argv: list[str] | None = None) -> dict:
     top = [tuple(np.argsort(-row)[:10]) for row in words]
     shared = shared_groups(top, args.min_words, args.min_topics)
     documents = read_documents(split_file(run, "train"))
-    usage = document_topics(run, documents).mean(axis=0)
+    attention = document_topics(run, documents)
+    usage = attention.mean(axis=0)
+    concentration = attention_concentration(attention)
     arrays = encode_documents(run, documents)
     empty, other, counts = gradient_parts(run, arrays, args.batches)
     whole_split = empty_contexts(run, arrays)
@@ -136,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
               "shared_words": [vocab.words[i] for i in np.argsort(-commonest)[:8]]
               if shared.any() else [],
               "examples": {"empty": counts[0], "other": counts[1]},
-              "empty_in_split": whole_split}
+              "empty_in_split": whole_split, "attention": concentration}
     for name, group in (("shared", shared), ("other", ~shared)):
         result[name + "_group"] = {
             "attention": float(usage[group].mean()) if group.any() else float("nan"),
@@ -147,6 +173,31 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{result['shared']} topics in shared groups (>= {args.min_words} of their top 10 "
           f"words with >= {args.min_topics} others); their commonest words: "
           f"{' '.join(result['shared_words'])}")
+    print(f"attention on the {len(documents)} training documents: "
+          f"{concentration['topics_for_share']} topics take {concentration['share']:.0%} of it, "
+          f"{concentration['unused']} get under 1 % of uniform's 1/{len(top)}; a document's "
+          f"largest p_k is {concentration['document_max']:.3f} on average")
+    bias_top = np.argsort(-topic_model.word_output.bias.numpy())[:10]
+    in_bias_top = np.array([len(set(bias_top.tolist()) & set(t)) for t in top])
+    used = np.isin(np.arange(len(top)), concentration["used"])
+    result["bias_top_words"] = [vocab.words[i] for i in bias_top]
+    result["in_bias_top"] = {"used": float(in_bias_top[used].mean()),
+                             "others": float(in_bias_top[~used].mean()) if (~used).any()
+                             else float("nan")}
+    others = (f" and {result['in_bias_top']['others']:.1f} (the others)" if (~used).any()
+              else "")
+    print(f"of their top 10 words, {result['in_bias_top']['used']:.1f} (those topics){others} "
+          "are on average among the 10 that the output bias b alone ranks first: "
+          f"{' '.join(result['bias_top_words'])}")
+    coherence = Path(args.run) / "coherence.json"
+    if coherence.is_file():
+        npmi = np.asarray(json.loads(coherence.read_text())["per_topic"])
+        result["npmi_used"] = float(npmi[used].mean())
+        result["npmi_others"] = float(npmi[~used].mean()) if (~used).any() else float("nan")
+        others = (f", {result['npmi_others']:.4f} over the other {(~used).sum()}"
+                  if (~used).any() else "")
+        print(f"mean NPMI ({coherence.name}): {result['npmi_used']:.4f} over those "
+              f"{used.sum()} topics{others}")
     print(f"{args.batches} training batches: {counts[0]} examples with an empty context, "
           f"{counts[1]} others (uniform attention would be {1 / len(top):.4f})")
     print(f"the whole training split, {whole_split['rest'][1]} examples, with an empty context: "
