@@ -49,6 +49,12 @@ NPMI under a new convention, say), the record is rewritten. ``--commit-records``
 commits each new or rewritten record (only its own files) to the git repository ``DIR`` is
 in, so a machine lost between two restarts loses no finished row.
 
+Evidence. Every run records each test document's NLL and token count and what made it (the
+commit, command, threads, CPU and library versions: :mod:`tcnlm_tf.provenance`); records name
+no path of the machine (``<data-dir>``). The table divides every row's test perplexity by the
+row ``--reference`` (default ``lstm-document``) with a paired bootstrap 95 % interval over
+test documents and seeds (:mod:`evaluate.intervals`) and names the commits of each row.
+
 Arguments after ``--`` go to every ``train.run`` call (e.g. ``-- --context preceding``), a
 model's own options only to the rows of models that take them. ``--jobs 2`` trains two runs
 at a time, each writing its output to ``<runs-dir>/<name>/<run>.log``.
@@ -67,8 +73,10 @@ from pathlib import Path
 from typing import Callable
 
 from evaluate.common import read_record
-from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
-                                     curves, curves_png, table, write_tensorboard)
+from evaluate.compare_report import (DOCUMENT_LSTM, RunKey, ablation_table, aggregate,
+                                     coherence_table, curves, curves_png, table,
+                                     write_tensorboard)
+from tcnlm_tf import provenance
 from tcnlm_tf.arguments import MAX_SEED, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
@@ -128,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed-budget", type=row_epochs, default={}, metavar="ROW=EPOCHS[,...]",
                    help="rows trained for a fixed number of epochs instead of until they "
                    "converge, e.g. moe=3 (marked in the table)")
+    p.add_argument("--reference", default=DOCUMENT_LSTM, metavar="ROW",
+                   help="the row every row's test perplexity is divided by in the column with "
+                   "the paired bootstrap 95 %% interval (from the runs' per-document test "
+                   f"scores; default: {DOCUMENT_LSTM})")
     p.add_argument("--ablations", action="store_true",
                    help="also score every topic row's test split with another document's "
                    "topics (shuffled) and with uninformative ones (uniform: 1/T; "
@@ -201,7 +213,7 @@ def check_settings(directory: Path, settings: dict,
         saved = json.loads(path.read_text())
         changed = sorted(k for k in settings.keys() | saved.keys()
                          if saved.get(k) != settings.get(k)
-                         and k not in ("max_epochs", "fixed_budget"))
+                         and k not in ("max_epochs", "fixed_budget", "data_dir"))
         if changed:
             raise UserError(f"{directory} holds a comparison made with other settings "
                             f"({', '.join(changed)} differ); use --name for a new one")
@@ -424,7 +436,13 @@ def evaluated(run_dir: Path, metrics: dict, model: str, ablations: bool) -> dict
         metrics["coherence"] = topic_evaluations(run_dir)
         if ablations:
             metrics["ablations"] = ablation_evaluations(run_dir)
-    return json.loads(json.dumps(metrics, default=float))
+    return json.loads(json.dumps(provenance.portable(metrics, data_dir_of(run_dir)),
+                                 default=float))
+
+
+def data_dir_of(run_dir: Path) -> str | None:
+    """The data directory the run in ``run_dir`` read its corpus from (its config.json)."""
+    return json.loads(RunDirectory(run_dir).config.read_text()).get("data", {}).get("data_dir")
 
 
 def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
@@ -434,11 +452,18 @@ def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
     target = record_dir / run_dir.name
     target.mkdir(parents=True, exist_ok=True)
     written = []
+    data_dir = data_dir_of(run_dir)
     for name in RECORD_FILES:
         path = getattr(RunDirectory(run_dir), name)
-        if path.is_file():
+        if not path.is_file():
+            continue
+        if path.suffix == ".json":     # the machine's paths written as <data-dir>
+            text = json.dumps(provenance.portable(json.loads(path.read_text()), data_dir),
+                              indent=2)
+            write_text(target / path.name, text + "\n")
+        else:
             shutil.copyfile(path, target / path.name)
-            written.append(target / path.name)
+        written.append(target / path.name)
     write_text(target / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
     return written + [target / "metrics.json"]
 
@@ -541,7 +566,7 @@ def settings(args: argparse.Namespace) -> dict:
     """What a comparison directory fixes (``compare.json``). A single seed or topic count is
     stored as a number and the convergence settings only where they apply, so the
     directories of earlier versions still match."""
-    saved = {"dataset": args.dataset, "data_dir": str(args.data_dir.resolve()),
+    saved = {"dataset": args.dataset, "data_dir": provenance.DATA_DIR,
              "preset": args.preset,
              "num_topics": args.num_topics[0] if len(args.num_topics) == 1 else args.num_topics,
              "seed": args.seeds[0] if len(args.seeds) == 1 else args.seeds,
@@ -558,6 +583,9 @@ def settings(args: argparse.Namespace) -> dict:
 def check_arguments(args: argparse.Namespace) -> list[str]:
     """The rows, after every check of the arguments that needs no training."""
     rows = parse_rows(args.models)
+    if args.reference not in ROWS:
+        raise UserError(f"--reference {args.reference!r}: unknown row; choose from "
+                        f"{', '.join(ROWS)}")
     for name, values in (("--num-topics", args.num_topics), ("--seeds", args.seeds)):
         if not values or len(set(values)) != len(values):
             raise UserError(f"{name} needs distinct values, got {values}")
@@ -595,7 +623,8 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
              f"seed{'s' if len(args.seeds) > 1 else ''} {','.join(map(str, args.seeds))}"
              + (f", train.run flags {' '.join(args.train_args)}" if args.train_args else "")
              + ")")
-    text = title + "\n\n" + table(entries, next(iter(runs.values()))["baselines"])
+    text = title + "\n\n" + table(entries, next(iter(runs.values()))["baselines"],
+                                  args.reference)
     by_topics = coherence_table(entries)
     if by_topics:
         text += "\nNPMI (mean of top 5/10/15/20) by number of topics\n\n" + by_topics
@@ -615,7 +644,8 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     write_text(directory / "comparison.md", text)
     write_text(directory / "comparison.json", json.dumps(
         {"runs": {names[key]: metrics for key, metrics in runs.items()},
-         "rows": list(entries.values())}, indent=2, default=float) + "\n")
+         "rows": [{k: v for k, v in e.items() if k != "documents"} for e in entries.values()]},
+        indent=2, default=float) + "\n")
     (directory / "valid_curves.png").write_bytes(png)
     shutil.rmtree(directory / "tensorboard", ignore_errors=True)
     write_tensorboard(directory / "tensorboard", points, png)

@@ -18,6 +18,8 @@ import statistics
 from typing import Any
 
 from evaluate.common import png_bytes
+from evaluate.intervals import SAMPLES, Interval, document_scores, paired_bootstrap
+from tcnlm_tf.provenance import commits
 from tcnlm_tf.coherence import CONVENTIONS, convention_of
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
@@ -96,8 +98,11 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
         ablations = ({source: statistics.fmean(m["ablations"][source] for m in metrics)
                       for source in metrics[0]["ablations"]}
                      if all("ablations" in m for m in metrics) else None)
+        documents = [document_scores(m) for m in metrics]
         entries[(row, topics)] = {
             "row": row, "topics": topics, "learning_rate": rate,
+            "documents": documents if all(d is not None for d in documents) else None,
+            "commits": sorted({c for m in metrics for c in commits(m)}),
             "searched": sorted(r for r in by_rate if r is not None),
             "seeds": [k.seed for k, _ in chosen], "size": metrics[0]["size"],
             "parameters": metrics[0]["parameters"],
@@ -153,17 +158,41 @@ def _reference(entries: dict[tuple, dict], row: str) -> float | None:
     return matches[0] if matches else None
 
 
-def table(entries: dict[tuple, dict], baselines: dict[str, float | None]) -> str:
+def _commits(entry: dict) -> str:
+    """The commit cell: the short commits that trained the row's runs ("-": recorded before
+    runs named theirs)."""
+    return ", ".join(commit[:7] + ("+dirty" if commit.endswith("+dirty") else "")
+                     for commit in entry["commits"]) or "-"
+
+
+def intervals(entries: dict[tuple, dict], reference: str) -> dict[tuple, Interval]:
+    """The paired bootstrap interval (:func:`evaluate.intervals.paired_bootstrap`) of every
+    entry's test-perplexity ratio to the entry of row ``reference`` (its first topic count),
+    for the entries whose runs all recorded per-document scores; empty when the reference
+    has none."""
+    keys = [key for key, e in entries.items() if e["documents"] is not None]
+    base = next((key for key in keys if key[0] == reference), None)
+    if base is None:
+        return {}
+    return paired_bootstrap({key: entries[key]["documents"] for key in keys}, base)
+
+
+def table(entries: dict[tuple, dict], baselines: dict[str, float | None],
+          reference: str = DOCUMENT_LSTM) -> str:
     """The comparison as a Markdown table (test perplexity mean ± standard deviation over
     seeds where there are several), with the ratios to the sentence-level and the
-    document-level LSTM and the oracle/unigram baselines."""
+    document-level LSTM, each row's paired bootstrap 95 % interval of its ratio to the row
+    ``reference`` (:func:`intervals`), the commits that trained it, and the oracle/unigram
+    baselines."""
     sentence, document = _reference(entries, SENTENCE_LSTM), _reference(entries, DOCUMENT_LSTM)
     ratio = lambda value, ref: f"{value / ref:.3f}" if ref else "-"   # noqa: E731
+    bounds = intervals(entries, reference)
     lines = ["| model | size | parameters | learning rate | epochs | stopped | train tokens/s | "
              "best valid ppl | test ppl | / sentence LSTM | / document LSTM | "
-             "NPMI (mean of top 5/10/15/20) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for e in entries.values():
+             f"/ {reference} [95 % CI] | NPMI (mean of top 5/10/15/20) | commit |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+             "| --- |"]
+    for key, e in entries.items():
         rate = "default" if e["learning_rate"] is None else f"{e['learning_rate']:g}"
         if len(e["searched"]) > 1:
             rate += f" (best of {', '.join(f'{r:g}' for r in e['searched'])})"
@@ -172,18 +201,25 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None]) -> str
             f"| {e['row']} | {e['size']} | {e['parameters']:,} | {rate} | "
             f"{'/'.join(map(str, e['epochs']))} | {_counted(e['stopped'])} | "
             f"{e['tokens_per_sec']:,.0f} | {_number(e['valid'])} | {_number(e['test'])} | "
-            f"{ratio(e['test'][0], sentence)} | {ratio(e['test'][0], document)} | {npmi} |")
+            f"{ratio(e['test'][0], sentence)} | {ratio(e['test'][0], document)} | "
+            f"{bounds.get(key, '-')} | {npmi} | {_commits(e)} |")
     names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
     for key, label in names.items():
         value = baselines.get(key)
         if value is not None:
             lines.append(f"| {label} | - | - | - | - | - | - | - | {value:.2f} | "
-                         f"{ratio(value, sentence)} | {ratio(value, document)} | - |")
+                         f"{ratio(value, sentence)} | {ratio(value, document)} | - | - | - |")
     lines += _convention_note(entries)
     seeds = max(len(e["seeds"]) for e in entries.values())
     if seeds > 1:
         lines.append(f"\n± is the standard deviation over {seeds} seeds; epochs and "
                      "stopping are listed per seed.")
+    if bounds:
+        lines.append(f"\n[95 % CI]: the paired bootstrap interval of the ratio to {reference} "
+                     f"({SAMPLES:,} replicates resampling the test documents, the same for "
+                     "both rows, and each row's seeds; `evaluate.intervals`); a row without "
+                     "per-document scores in its records shows -. An interval that holds 1 "
+                     "is no difference.")
     return "\n".join(lines) + "\n"
 
 

@@ -97,11 +97,13 @@ class GaussianEncoder(keras.layers.Layer):
     - log(sigma_k^2 / sigma_0^2))``.
 
     Backends (all computing with ``keras.ops``): under TensorFlow the distributions are
-    ``tfp.distributions`` and a draw takes TensorFlow's global random stream, as the
-    project's runs always did; under JAX they are TFP's JAX substrate, seeded from the
-    layer's ``keras.random.SeedGenerator``; under PyTorch, for which TFP has no substrate,
-    :meth:`call` draws ``mu + sigma * eps`` with ``keras.random.normal`` and takes the KL
-    from :func:`gaussian_kl` (the same Gaussian reparameterisation and KL, tested equal), and
+    ``tfp.distributions``, under JAX TFP's JAX substrate, both drawing with a seed from the
+    layer's ``keras.random.SeedGenerator`` (``seed_generator``: its state is a variable
+    outside the weights, which a training checkpoint keeps beside the dropout layers' own,
+    so a resumed run draws what an uninterrupted one would); under PyTorch, for which TFP
+    has no substrate, :meth:`call` draws ``mu + sigma * eps`` with ``keras.random.normal``
+    and takes the KL from :func:`gaussian_kl` (the same Gaussian reparameterisation and KL,
+    tested equal), and
     :meth:`posterior`, :meth:`prior` and :meth:`gaussian` raise ``NotImplementedError``.
 
     The weights (``encoder_<i>_kernel``/``_bias``, ``mean_kernel``, ``mean_bias``,
@@ -134,11 +136,10 @@ class GaussianEncoder(keras.layers.Layer):
             raise ValueError(f"{owner} prior_stddev must be positive, got {prior_stddev!r}.")
         self.prior_mean = float(prior_mean)
         self.prior_stddev = float(prior_stddev)
-        # JAX and PyTorch draw from a seed the layer carries (a JAX function cannot use a
-        # global random state); TensorFlow keeps its global stream, so the variables, and
-        # with them every checkpoint's keys, stay as they were there.
-        self.seed_generator = (None if keras.backend.backend() == "tensorflow"
-                               else keras.random.SeedGenerator(name="theta_seed"))
+        # Every backend draws from a seed the layer carries (a JAX function cannot use a
+        # global random state): its state is a variable outside the weights, so a resumed
+        # training continues the stream exactly where the checkpoint left it.
+        self.seed_generator = keras.random.SeedGenerator(name="theta_seed")
 
     def build(self, input_shape):
         if input_shape[-1] != self.vocab_size:
@@ -206,7 +207,9 @@ class GaussianEncoder(keras.layers.Layer):
         Through TFP where it has a substrate, else in closed form (class docstring)."""
         if distributions() is not None:
             posterior = self.gaussian(mean, log_variance)
-            seed = None if self.seed_generator is None else self.seed_generator.next()
+            seed = self.seed_generator.next()
+            if keras.backend.backend() == "tensorflow":   # TFP's stateless seeds are int32
+                seed = keras.ops.cast(seed, "int32")
             return (posterior.sample(seed=seed) if draw else mean,
                     self.kl_divergence(posterior))
         theta = mean

@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
+from tcnlm_tf import provenance
 from tcnlm_tf.arguments import finite_float
 from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
                              STRATEGIES, DataConfig, ModelConfig, RunConfig, TrainConfig,
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--min-freq", type=int, help="LM vocabulary: minimum word count (10)")
     data.add_argument("--topic-min-docs", type=int,
                       help="topic vocabulary: minimum document frequency (100; synthetic: 5)")
+    data.add_argument("--topic-top-fraction", type=finite_float, metavar="FRACTION",
+                      help="topic vocabulary: the fraction of most frequent words left out "
+                      "(0.001, both papers' 0.1 %%)")
     data.add_argument("--topic-top-among", choices=TOP_AMONG,
                       help="topic vocabulary: the most frequent 0.1 %% of which words are left "
                       "out: types (every word type of the training split, the TDLM authors' "
@@ -198,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: <dataset>-<model>[-document|-stream])")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --runs-dir/--run-name from its latest checkpoint")
+    run.add_argument("--config", type=Path, metavar="PATH",
+                     help="start a new run with the configuration of PATH: a config.json, or "
+                     "the run directory or results/ record holding one (every setting "
+                     "included); flags given beside it replace its values, e.g. --seed 1, "
+                     "and --data-dir says where its corpus is (a record names none)")
     return parser
 
 
@@ -246,6 +255,49 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         explicit, all_decoder_options(), decoder_spec(config.model.decoder), "--decoder",
         decoders_with))
     apply_decoder_defaults(config, set(explicit))
+    return config
+
+
+#: settings that --config cannot change: they choose which options and sizes the file holds
+FIXED_BY_CONFIG = ("model", "decoder", "preset")
+
+
+def config_from_file(args: argparse.Namespace) -> RunConfig:
+    """A fresh run's configuration from ``--config`` (a ``config.json`` or the directory
+    holding one: a run directory or a record): every setting as saved, then the flags given
+    beside it. Its corpus is found through ``--data-dir`` (else the file's own directory
+    when that holds it, else ``$TCNLM_DATA_DIR`` or ``./data``); a ``<data-dir>/…`` path
+    (:mod:`tcnlm_tf.provenance`) is read inside it."""
+    path = args.config / "config.json" if args.config.is_dir() else args.config
+    config = RunConfig.load(path)
+    explicit = explicit_settings(args)
+    changed = [name for name in FIXED_BY_CONFIG if name in explicit
+               and explicit[name] != getattr(config.model, name)]
+    if changed:
+        raise UserError(f"--{changed[0]} cannot change what --config {path} trains (its "
+                        f"options and sizes are those of --model {config.model.model}, "
+                        f"--decoder {config.model.decoder}); start from flags instead")
+    check_data_dir_given(explicit.get("dataset", config.data.dataset), args.data_dir)
+    for section, names in FIELDS.items():
+        target = getattr(config, section)
+        for name in names & explicit.keys():
+            setattr(target, name, explicit[name])
+    config.model.options.update(chosen_options(explicit, all_options(),
+                                               MODELS[config.model.model], "--model",
+                                               models_with))
+    config.model.decoder_options.update(chosen_options(
+        explicit, all_decoder_options(), decoder_spec(config.model.decoder), "--decoder",
+        decoders_with))
+    if args.synthetic:
+        config.data.synthetic = dict(args.synthetic)
+    if config.data.dataset != "synthetic":
+        saved = config.data.data_dir
+        if "data_dir" in explicit or saved == provenance.DATA_DIR:
+            config.data.data_dir = resolved(explicit.get("data_dir", default_data_dir()))
+        else:
+            config.data.data_dir = corpus_location(config.data)
+    config.data.stopwords = resolved(provenance.expand_path(config.data.stopwords,
+                                                            config.data.data_dir))
     return config
 
 

@@ -315,6 +315,9 @@ class RunConfig:
             (d.max_bow >= 1, "--max-bow must be >= 1"),
             (d.topic_min_docs >= 1,
              "--topic-min-docs must be >= 1 (training documents a topic word appears in)"),
+            (0.0 <= d.topic_top_fraction < 1.0,
+             "--topic-top-fraction must be in [0, 1) (the share of most frequent words left "
+             "out of the topic vocabulary)"),
             (d.max_doc_tokens >= 1, "--max-doc-tokens must be >= 1 (longer documents are "
                                     "skipped)"),
             (d.context in CONTEXTS, f"unknown --context {d.context!r}; choose one of {CONTEXTS}"),

@@ -26,6 +26,9 @@ Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max
                             documents (evaluation, serving)
 ``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
                             carried LSTM state is zeroed there
+``document`` int32 [B, L]   (only where asked for: ``with_documents``) the index in the split
+                            of the document each target belongs to, -1 at padding, so that
+                            an evaluation can sum the NLL of each document
 
 The context protocol (``--context``, :data:`CONTEXTS`) says what a sentence-mode example's
 ``bow`` holds: ``rest``, the document minus the sentence, later sentences included (both
@@ -166,10 +169,11 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
     between two lanes continues from a zero state in the second one (at most ``lanes - 1``
     windows per epoch).
 
-    Returns ``inputs``/``targets`` [K, lanes, L] and ``reset`` [K, lanes] for K batches.
+    Returns ``inputs``/``targets`` [K, lanes, L], ``reset`` [K, lanes] and ``document``
+    [K, lanes, L] (each target's document, -1 at padding) for K batches.
     """
     order = np.arange(split.num_documents) if order is None else order
-    documents: list[list[tuple[np.ndarray, np.ndarray, float]]] = []
+    documents: list[list[tuple[np.ndarray, np.ndarray, float, int]]] = []
     for d in order:
         first, last = split.doc_offsets[d], split.doc_offsets[d + 1]
         pieces = [[EOS_ID]]
@@ -184,7 +188,7 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
             y = np.zeros(seq_len, np.int32)
             x[:len(piece) - 1] = piece[:-1]
             y[:len(piece) - 1] = piece[1:]
-            windows.append((x, y, 1.0 if k == 0 else 0.0))
+            windows.append((x, y, 1.0 if k == 0 else 0.0, d))
         documents.append(windows)
     if balanced:
         stream_of_windows = [w for windows in documents for w in windows]
@@ -193,8 +197,8 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
         for i in range(lanes):
             windows = stream_of_windows[i * per_lane:(i + 1) * per_lane]
             if windows:   # a lane that starts inside a document has no state to carry in
-                x, y, _ = windows[0]
-                windows[0] = (x, y, 1.0)
+                x, y, _, d = windows[0]
+                windows[0] = (x, y, 1.0, d)
             lane_windows.append(windows)
     else:
         lane_windows = [[] for _ in range(lanes)]
@@ -204,22 +208,30 @@ def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
     inputs = np.zeros((num_batches, lanes, seq_len), np.int32)
     targets = np.zeros((num_batches, lanes, seq_len), np.int32)
     reset = np.ones((num_batches, lanes), np.float32)
+    document = np.full((num_batches, lanes), -1, np.int32)
     for lane, windows in enumerate(lane_windows):
-        for k, (x, y, r) in enumerate(windows):
-            inputs[k, lane], targets[k, lane], reset[k, lane] = x, y, r
-    return {"inputs": inputs, "targets": targets, "reset": reset}
+        for k, (x, y, r, d) in enumerate(windows):
+            inputs[k, lane], targets[k, lane], reset[k, lane], document[k, lane] = x, y, r, d
+    document = np.where(targets != PAD_ID, document[:, :, None], -1).astype(np.int32)
+    return {"inputs": inputs, "targets": targets, "reset": reset, "document": document}
 
 
 def stream_lanes(split: SplitArrays, seq_len: int, lanes: int,
                  line_end: str = LINE_ENDS[0]) -> dict[str, np.ndarray]:
     """The split as one stream (see the module docstring; ``line_end``: one of
     :data:`LINE_ENDS`) in ``lanes`` contiguous lanes: ``inputs``/``targets`` [K, lanes, L]
-    (0-padded at the end of the last lanes) and ``reset`` [K, lanes] (1 in the first batch
-    only), K = ceil(stream / lanes / L)."""
+    (0-padded at the end of the last lanes), ``reset`` [K, lanes] (1 in the first batch
+    only) and ``document`` [K, lanes, L] (each target's document, -1 at padding),
+    K = ceil(stream / lanes / L)."""
     stream = split.lm_ids.astype(np.int32)
+    # the document of every word, then of every target of the stream
+    owner = np.repeat(np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets)),
+                      np.diff(split.sent_offsets))
     if line_end == "eos":
         ends = np.full(split.num_sentences, EOS_ID, np.int32)
         stream = np.insert(stream, split.sent_offsets[1:], ends)
+        sentence_owner = np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets))
+        owner = np.insert(owner, split.sent_offsets[1:], sentence_owner)
     stream = np.concatenate([[EOS_ID], stream]).astype(np.int32)
     targets = len(stream) - 1
     per_lane = max(1, -(-targets // lanes))
@@ -227,18 +239,21 @@ def stream_lanes(split: SplitArrays, seq_len: int, lanes: int,
     width = num_batches * seq_len
     inputs = np.zeros((lanes, width), np.int32)
     outputs = np.zeros((lanes, width), np.int32)
+    document = np.full((lanes, width), -1, np.int32)
     for lane in range(lanes):
         start, end = lane * per_lane, min((lane + 1) * per_lane, targets)
         if start < end:
             inputs[lane, :end - start] = stream[start:end]
             outputs[lane, :end - start] = stream[start + 1:end + 1]
+            document[lane, :end - start] = owner[start:end]
     reset = np.zeros((num_batches, lanes), np.float32)
     reset[0] = 1.0
 
     def as_batches(a):
         return a.reshape(lanes, num_batches, seq_len).transpose(1, 0, 2)
 
-    return {"inputs": as_batches(inputs), "targets": as_batches(outputs), "reset": reset}
+    return {"inputs": as_batches(inputs), "targets": as_batches(outputs), "reset": reset,
+            "document": as_batches(document)}
 
 
 def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
@@ -407,12 +422,22 @@ def _with_weights(batch: dict) -> dict:
     return batch
 
 
+def _lane_dataset(lanes: dict[str, np.ndarray], with_documents: bool) -> tf.data.Dataset:
+    """The batches of document or stream lanes (``document`` kept where asked for)."""
+    if not with_documents:
+        lanes = {name: value for name, value in lanes.items() if name != "document"}
+    return tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights).prefetch(
+        tf.data.AUTOTUNE)
+
+
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
                      context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
-                     features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
+                     features: dict[str, np.ndarray] | None = None,
+                     with_documents: bool = False) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
-    seed, so a resumed epoch sees the same order), with the ``context`` fields and each
-    example's row of the per-document ``features`` ({name: [D, ...]})."""
+    seed, so a resumed epoch sees the same order), with the ``context`` fields, each
+    example's row of the per-document ``features`` ({name: [D, ...]}) and, with
+    ``with_documents``, each target's ``document``."""
     order = np.arange(len(examples))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(examples))
@@ -435,6 +460,9 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
             tf.gather(weights, index))))
         batch.update({name: tf.gather(value, tf.gather(documents, index))
                       for name, value in features.items()})
+        if with_documents:
+            owner = tf.cast(tf.gather(documents, index), tf.int32)[:, None]
+            batch["document"] = tf.where(batch["targets"] != PAD_ID, owner, -1)
         return _with_weights(batch)
 
     dataset = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
@@ -442,7 +470,8 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
 
 
 def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
-                     shuffle_seed: int | None = None) -> tf.data.Dataset:
+                     shuffle_seed: int | None = None,
+                     with_documents: bool = False) -> tf.data.Dataset:
     """Document-mode batches (``batch_size`` lanes). With ``shuffle_seed`` (training), the
     documents are shuffled and laid out balanced; without it (evaluation), exactly (see
     :func:`document_lanes`)."""
@@ -450,49 +479,54 @@ def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(split.num_documents)
     lanes = document_lanes(split, seq_len, batch_size, order, balanced=shuffle_seed is not None)
-    dataset = tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return _lane_dataset(lanes, with_documents)
 
 
 def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int,
-                   line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
+                   line_end: str = LINE_ENDS[0], with_documents: bool = False
+                   ) -> tf.data.Dataset:
     """Stream-mode batches (``batch_size`` lanes, the same for training and evaluation: the
     PyTorch example does not shuffle a stream either)."""
-    lanes = stream_lanes(split, seq_len, batch_size, line_end)
-    return tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights).prefetch(
-        tf.data.AUTOTUNE)
+    return _lane_dataset(stream_lanes(split, seq_len, batch_size, line_end), with_documents)
 
 
 def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
-                 line_end: str = LINE_ENDS[0]) -> tf.data.Dataset:
+                 line_end: str = LINE_ENDS[0], with_documents: bool = False
+                 ) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream');
     ``context``: the model's :class:`ContextSpec` (sentence mode; the fields to add and how),
     ``features``: per-document side inputs (sentence mode), ``examples``: precomputed
-    sequences; ``line_end`` (stream mode): whether ``<eos>`` follows each line."""
+    sequences; ``line_end`` (stream mode): whether ``<eos>`` follows each line;
+    ``with_documents``: each batch also says which document each target belongs to
+    (``document``)."""
     if mode == "document":
-        return document_dataset(split, seq_len, batch_size, shuffle_seed)
+        return document_dataset(split, seq_len, batch_size, shuffle_seed, with_documents)
     if mode == "stream":
-        return stream_dataset(split, seq_len, batch_size, line_end)
+        return stream_dataset(split, seq_len, batch_size, line_end, with_documents)
     if examples is None:
         examples = sentence_examples(split, seq_len)
-    return sentence_dataset(split, examples, batch_size, context, shuffle_seed, features)
+    return sentence_dataset(split, examples, batch_size, context, shuffle_seed, features,
+                            with_documents)
 
 
 def model_dataset(model: Any, config: Any, split: SplitArrays, split_name: str | None,
                   batch_size: int | None = None, shuffle_seed: int | None = None,
                   examples: SentenceExamples | None = None,
-                  protocol: str | None = None) -> tf.data.Dataset:
+                  protocol: str | None = None, with_documents: bool = False
+                  ) -> tf.data.Dataset:
     """The batches a ``model`` (:class:`~tcnlm_tf.models.base.LanguageModel`) of a run
     configured by ``config`` (:class:`~tcnlm_tf.config.RunConfig`) reads from ``split``,
     the corpus split named ``split_name`` (None: a text that is no split of the run's
     corpus): its mode, sequence length, context and per-document features; ``batch_size``
-    (default: the run's), ``protocol``: another context protocol (the ablation)."""
+    (default: the run's), ``protocol``: another context protocol (the ablation),
+    ``with_documents``: as :func:`make_dataset`."""
     context = model.context_spec
     if protocol is not None:
         context = dataclasses.replace(context, protocol=protocol)
     return make_dataset(split, config.data.seq_len, batch_size or config.train.batch_size,
                         config.model.mode, context, shuffle_seed, examples,
-                        model.document_features(split_name, split), config.data.line_end)
+                        model.document_features(split_name, split), config.data.line_end,
+                        with_documents)

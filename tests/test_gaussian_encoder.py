@@ -92,22 +92,30 @@ def test_shapes_posterior_and_initial_unit_variance():
 
 
 def test_theta_is_the_mean_or_a_reparameterised_draw():
-    """theta is mu in evaluation; a draw mu + sigma * eps with ``eps = tf.random.normal``
-    (the same stream as a hand-written reparameterisation, so Topic-RNN's runs kept their
-    draws) when training or with ``sample=True``."""
+    """theta is mu in evaluation; a draw mu + sigma * eps when training or with
+    ``sample=True``, eps drawn from the layer's seed generator: the same generator state
+    gives the same eps whatever mu and sigma are (two layers of other weights), another
+    state another eps (so a checkpoint of the state resumes the draws exactly)."""
     layer = randomised(GaussianEncoder(V, K, hidden_units=HIDDEN))
+    other = randomised(GaussianEncoder(V, K, hidden_units=HIDDEN))
     d = counts()
     out = layer(d)
     np.testing.assert_array_equal(out["theta"].numpy(), out["mean"].numpy())
     np.testing.assert_array_equal(layer(d, training=True, sample=False)["theta"].numpy(),
                                   out["mean"].numpy())
+
+    def eps(encoder, state, **kwargs):
+        encoder.seed_generator.state.assign(state)
+        drawn = encoder(d, **kwargs)
+        return ((drawn["theta"] - drawn["mean"]) / tf.exp(0.5 * drawn["log_variance"])).numpy()
+
     for kwargs in (dict(training=True), dict(sample=True)):
-        tf.random.set_seed(4)
-        drawn = layer(d, **kwargs)["theta"]
-        tf.random.set_seed(4)
-        eps = tf.random.normal(tf.shape(out["mean"]))
-        np.testing.assert_array_equal(
-            drawn.numpy(), (out["mean"] + tf.exp(0.5 * out["log_variance"]) * eps).numpy())
+        state = layer.seed_generator.state.numpy()
+        first = eps(layer, state, **kwargs)
+        np.testing.assert_allclose(eps(other, state, **kwargs), first, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(eps(layer, state, **kwargs), first)
+        assert not np.allclose(eps(layer, state + 1, **kwargs), first)
+        assert np.all(np.isfinite(first)) and np.abs(first).max() > 0
 
 
 def test_both_topic_layers_are_the_gaussian_encoder_with_their_weight_names():

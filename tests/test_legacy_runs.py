@@ -47,6 +47,15 @@ ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kerne
 #: relative, on entries near zero): these are held to the cross-machine tolerance below. Its
 #: perplexity and export scores stay bit for bit.
 RESUMED_TO_ROUNDING = {"lstm-mos"}
+#: The third, by design: the posterior samples of TCNLM, the naive MoE and Topic-RNN come
+#: from a seed generator whose state a training checkpoint keeps (so a run resumes bit for
+#: bit), no longer from TensorFlow's per-process stream. An earlier run's resume-state file
+#: has no such state, so its resumed steps draw other samples: it still resumes, evaluates
+#: to the same perplexity and exports the same scores, but after the resumed steps its
+#: weights are the earlier ones moved by other noise, held to RESAMPLED_TOLERANCE (a few
+#: Adam steps at 1e-3; a weight restored wrongly, or not at all, is off by far more).
+RESAMPLED = {"tcnlm", "tcnlm-preceding", "moe", "topic_rnn"}
+RESAMPLED_TOLERANCE = 2e-2
 
 
 def assert_same(got, want, what: str = "", rounded: bool = False, exact: bool = EXACT) -> None:
@@ -78,6 +87,10 @@ def test_an_earlier_run_resumes_and_evaluates_as_it_did(tmp_path, name):
     with np.load(LEGACY / "resumed" / f"{name}.npz") as saved:
         assert sorted(saved.files) == sorted(weights)
         for key in saved.files:
+            if name in RESAMPLED:
+                np.testing.assert_allclose(weights[key], saved[key], rtol=0,
+                                           atol=RESAMPLED_TOLERANCE, err_msg=key)
+                continue
             assert_same(weights[key], saved[key], key, key in ROUNDED.get(name, ()),
                         exact=EXACT and name not in RESUMED_TO_ROUNDING)
 

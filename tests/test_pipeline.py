@@ -223,3 +223,27 @@ def test_line_end_none_is_refused_outside_stream_mode():
         config.validate()
     config.model.mode = "stream"
     config.validate()
+
+
+@pytest.mark.parametrize("mode, line_end", [("sentence", "eos"), ("document", "eos"),
+                                            ("stream", "eos"), ("stream", "none")])
+def test_each_target_is_owned_by_the_document_it_comes_from(mode, line_end):
+    """``with_documents``: every target's ``document`` is the document whose token it is
+    (-1 exactly at padding), so per-document sums add up to each document's own targets."""
+    dataset = pipeline.make_dataset(SPLIT, seq_len=3, batch_size=2, mode=mode,
+                                    line_end=line_end, with_documents=True)
+    owners, targets = [], []
+    for batch in dataset:
+        owners.append(batch["document"].numpy().ravel())
+        targets.append(batch["targets"].numpy().ravel())
+    owners, targets = np.concatenate(owners), np.concatenate(targets)
+    np.testing.assert_array_equal(owners < 0, targets == 0)
+    words = [sum(len(s) for s in doc) for doc in DOCS]
+    ends = [len(doc) if line_end == "eos" else 0 for doc in DOCS]
+    expected = np.array(words) + np.array(ends)
+    np.testing.assert_array_equal(np.bincount(owners[owners >= 0], minlength=3), expected)
+    for document, doc in enumerate(DOCS):      # and they are that document's words
+        own = targets[owners == document]
+        assert sorted(own[own != EOS]) == sorted(ids([w for s in doc for w in s]))
+    assert "document" not in next(iter(pipeline.make_dataset(
+        SPLIT, seq_len=3, batch_size=2, mode=mode, line_end=line_end)))

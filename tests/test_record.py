@@ -39,7 +39,8 @@ def test_a_finished_run_is_recorded_and_committed_alone(tmp_path, repo, capsys):
     assert "unrelated.txt" in git("diff", "--cached", "--name-only", cwd=repo)  # still staged
     recorded = json.loads((record / "pd-tied" / "metrics.json").read_text())
     assert recorded == {**METRICS, "size": "2x650"}
-    assert (record / "pd-tied" / "config.json").read_bytes() == (run / "config.json").read_bytes()
+    assert json.loads((record / "pd-tied" / "config.json").read_text()) == json.loads(
+        (run / "config.json").read_text())
     assert "test perplexity 104.10 after 2 epochs" in capsys.readouterr().out
     # again: the same files, so nothing new to commit
     main(["--run", str(run), "--record-dir", str(record), "--commit-records"])

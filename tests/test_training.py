@@ -11,7 +11,7 @@ from tcnlm_tf.data import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
-from tests.conftest import TINY, TINY_EPOCH, run_flags
+from tests.conftest import TINY, TINY_EPOCH, TINY_MODELS, run_flags
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -213,12 +213,15 @@ def test_checkpoints_within_an_epoch(workdir):
     assert earlier.step == 4 == int(earlier.batch_in_epoch)
 
 
-@pytest.mark.parametrize("mode", ["document", "stream"])
+@pytest.mark.parametrize("mode", ["document", "stream", "tcnlm", "topic_rnn"])
 def test_a_stateful_run_interrupted_mid_epoch_ends_at_the_uninterrupted_weights(workdir, mode):
     """The lanes' carried state is saved with a mid-epoch checkpoint: stopping after 3 steps
     and resuming ends the epoch at exactly the weights of a run that never stopped (the lanes
-    once restarted from zeros)."""
-    flags = TINY_EPOCH + common(workdir) + ["--mode", mode]
+    once restarted from zeros). So is the state of the seed generator that draws TCNLM's and
+    Topic-RNN's posterior samples (they once came from TensorFlow's per-process stream)."""
+    extra = (["--mode", mode] if mode in ("document", "stream")
+             else list(TINY_MODELS[mode]))
+    flags = TINY_EPOCH + common(workdir) + extra
     main(flags + ["--run-name", f"{mode}-whole"])
     main(flags + ["--run-name", f"{mode}-cut", "--max-steps", "3"])
     assert (workdir / "runs" / f"{mode}-cut" / "checkpoints" / "resume-state-3.npz").is_file()

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.command_line import build_parser, config_from_args, resumed_config
+from tcnlm_tf import provenance
+from tcnlm_tf.command_line import (build_parser, config_from_args, config_from_file,
+                                   resumed_config)
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -86,6 +88,9 @@ def _check_vocabularies(run_dir: Path, corpus) -> None:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.resume and args.config is not None:
+        raise UserError("--config starts a new run and --resume continues one: give one")
     if args.resume:
         if not args.run_name:
             raise UserError("--resume needs --run-name (the run directory under --runs-dir)")
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # own value does not
         new_rate = (args.learning_rate if args.learning_rate not in (None, saved_rate)
                     else None)
+    elif args.config is not None:
+        config, new_rate = config_from_file(args), None
     else:
         config, new_rate = config_from_args(args), None
     config.validate()
@@ -180,6 +187,7 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
         trainer.resume(learning_rate=new_rate)
     else:
         trainer.prepare()
+    trainer.provenance.append(provenance.collect(args.argv, config.data.data_dir, trainer.step))
     parameters = count_parameters(trainer.model)
     print(f"model {config.model.model} ({config.model.mode} mode"
           + "".join(f", {k} {v}" for k, v in sorted(config.model.options.items())) + "): "
@@ -200,7 +208,7 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
         raise SystemExit(stop.exit_code)
 
     trainer.restore_best()
-    test_nll, test_tokens = trainer.evaluate("test")
+    test_nll, test_tokens, document_nll, document_tokens = trainer.evaluate_documents("test")
     test_ppl = perplexity(test_nll, test_tokens)
     trainer.log_test_perplexity(test_ppl)
     unigram = baselines.unigram_perplexity(corpus, "test", line_end=config.data.line_end)
@@ -212,6 +220,8 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
                                     test_perplexity=test_ppl,
                                     **({"test_tasks": tasks} if tasks else {}),
                                     test_tokens=int(test_tokens),
+                                    test_documents={"nll": document_nll.tolist(),
+                                                    "tokens": document_tokens.tolist()},
                                     baselines={"unigram": unigram, "oracle": oracle})
     print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",
                 [("unigram", unigram), (config.model.model, test_ppl), ("oracle", oracle)])

@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import keras
 import numpy as np
@@ -74,7 +74,7 @@ from train.stopping import StopRequests
 
 #: the keys of metrics.json that the test evaluation writes: a run that trains on after it
 #: (a raised --epochs) and is stopped no longer has the weights they describe
-TESTED = ("test_perplexity", "test_tokens", "test_tasks", "baselines")
+TESTED = ("test_perplexity", "test_tokens", "test_documents", "test_tasks", "baselines")
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
               "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value",
@@ -200,6 +200,8 @@ class Trainer:
         self.writer = (tf.summary.create_file_writer(str(self.run_files.tensorboard))
                        if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
+        #: one entry per train.run invocation that trained this run (tcnlm_tf.provenance)
+        self.provenance: list[dict[str, Any]] = []
         # Keras keeps the dropout layers' random-seed states outside model.weights
         weights = {id(w) for w in self.model.weights}
         self._seed_states = [v for v in self.model.variables if id(v) not in weights]
@@ -225,16 +227,19 @@ class Trainer:
     def uses_state(self) -> bool:
         return self.config.model.mode in STATEFUL_MODES
 
-    def dataset(self, split: str, shuffle_seed: int | None = None) -> tf.data.Dataset:
-        """The batches of ``split`` for this run's mode (global batch size)."""
+    def dataset(self, split: str, shuffle_seed: int | None = None,
+                with_documents: bool = False) -> tf.data.Dataset:
+        """The batches of ``split`` for this run's mode (global batch size; with
+        ``with_documents``, each target's ``document`` too)."""
         arrays = self.corpus.splits[split]
         if not self.uses_state and split not in self.examples:
             self.examples[split] = pipeline.sentence_examples(arrays, self.config.data.seq_len)
         return pipeline.model_dataset(self.model, self.config, arrays, split,
                                       shuffle_seed=shuffle_seed,
-                                      examples=self.examples.get(split))
+                                      examples=self.examples.get(split),
+                                      with_documents=with_documents)
 
-    def distribute(self, dataset: tf.data.Dataset) -> Iterator:
+    def distribute(self, dataset: Iterable[dict]) -> Iterator:
         """The global batches of ``dataset``, each split among the replicas (a generator).
 
         Sharded by data: every worker runs the whole pipeline and keeps its own replicas'
@@ -350,11 +355,15 @@ class Trainer:
 
     def _replica_eval_step(self, batch, state):
         terms = self.model.loss_terms(batch, training=False, state=state)
-        return {"nll_sum": terms["nll_sum"], "tokens": terms["tokens"], "state": terms["state"]}
+        return {key: terms[key] for key in ("nll_sum", "tokens", "target_nll", "state")}
 
     def _distributed_eval_step(self, batch, state):
+        """The summed NLL and tokens of one global batch, every target's NLL [B, L] (the
+        replicas' rows gathered back in order) and the new state."""
         out = self.strategy.run(self._replica_eval_step, args=(batch, state))
-        return self._reduce(out), out["state"]
+        sums = self._reduce({key: out[key] for key in ("nll_sum", "tokens")})
+        sums["target_nll"] = self.strategy.gather(out["target_nll"], axis=0)
+        return sums, out["state"]
 
     def _distributed_barrier(self, value=None):
         """An all-reduce of ``value`` (default 1.0), a float scalar: returns its sum over
@@ -410,8 +419,31 @@ class Trainer:
     # ------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> tuple[float, float]:
         """Total NLL and number of predicted tokens of ``split`` (dropout off)."""
-        return summed_nll(self._eval_step, self.distribute(self.dataset(split)),
-                          self.uses_state)
+        return self.evaluate_documents(split)[:2]
+
+    def evaluate_documents(self, split: str) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """:meth:`evaluate` of ``split`` with each document's share: total NLL, predicted
+        tokens, and NLL [D] and predicted tokens [D] of each of its D documents (a document
+        without targets: 0 and 0)."""
+        documents = self.corpus.splits[split].num_documents
+        nll, tokens = np.zeros(documents), np.zeros(documents, np.int64)
+        owners: list[np.ndarray] = []
+
+        def batches():
+            for batch in self.dataset(split, with_documents=True):
+                owners.append(batch.pop("document").numpy())
+                yield batch
+
+        def step(batch, state):
+            sums, new_state = self._eval_step(batch, state)
+            owner = owners.pop(0)
+            kept = owner >= 0
+            np.add.at(nll, owner[kept], sums["target_nll"].numpy()[kept])
+            tokens[:] += np.bincount(owner[kept], minlength=documents)
+            return sums, new_state
+
+        total_nll, total_tokens = summed_nll(step, self.distribute(batches()), self.uses_state)
+        return total_nll, total_tokens, nll, tokens
 
     def evaluate_perplexity(self, split: str) -> float:
         return perplexity(*self.evaluate(split))
@@ -452,7 +484,9 @@ class Trainer:
         self._set_learning_rate()
         metrics = self.run_files.metrics
         if metrics.is_file():
-            self.history = json.loads(metrics.read_text())["epochs"]
+            saved = json.loads(metrics.read_text())
+            self.history = saved["epochs"]
+            self.provenance = saved.get("provenance", [])
         self.log(f"resumed from {latest}: epoch {int(self.epoch) + 1}, batch "
                  f"{int(self.batch_in_epoch)}, step {self.step}")
         return True
@@ -643,6 +677,13 @@ class Trainer:
             return {}
         with np.load(path) as saved:
             arrays = {name: saved[name] for name in saved.files}
+        seeds = sorted(name for name in arrays if name.startswith("seed_"))
+        if len(seeds) != len(self._seed_states):
+            self.log(f"note: {path.name} holds {len(seeds)} random-stream states and this "
+                     f"model has {len(self._seed_states)} (an earlier version's checkpoint): "
+                     "the random streams restart, so the run will not end at exactly the "
+                     "weights of an uninterrupted one")
+            return arrays
         for i, variable in enumerate(self._seed_states):
             variable.assign(arrays[f"seed_{i}"])
         return arrays
@@ -765,6 +806,8 @@ class Trainer:
                         "steps": self.step, "train_tokens_per_epoch": train_tokens,
                         "best_valid_perplexity": (None if math.isinf(float(self.best_valid))
                                                   else float(self.best_valid))})
+        if self.provenance:
+            metrics["provenance"] = self.provenance
         metrics.update(extra)
         if self.chief:
             write_text(path, json.dumps(metrics, indent=2) + "\n")

@@ -230,15 +230,19 @@ class LanguageModel(keras.Model):
                    state: Any = None, context: "Context | None" = None) -> dict[str, Any]:
         """Summed quantities for one (per-replica) batch: ``nll_sum`` (total NLL of the real
         targets), ``tokens`` (their count), ``examples`` (rows), ``aux_loss``,
-        ``aux_metrics`` and the new ``state``; ``context`` as in :meth:`call` (passed on only
-        when given, so a model whose ``call`` takes no ``context`` still trains and scores)."""
+        ``aux_metrics`` and the new ``state``, and ``target_nll`` [B, L], each target's NLL
+        (0 at padding; what per-document scores sum); ``context`` as in :meth:`call` (passed
+        on only when given, so a model whose ``call`` takes no ``context`` still trains and
+        scores)."""
         if context is None:
             out = self(batch, training=training, state=state)
         else:
             out = self(batch, training=training, state=state, context=context)
         weights = batch["weights"]
+        target_nll = token_nll(out.target_log_probs, weights)
         return {
-            "nll_sum": tf.reduce_sum(token_nll(out.target_log_probs, weights)),
+            "nll_sum": tf.reduce_sum(target_nll),
+            "target_nll": target_nll,
             "tokens": tf.reduce_sum(weights),
             "examples": tf.cast(tf.shape(weights)[0], tf.float32),
             "aux_loss": tf.convert_to_tensor(out.aux_loss, tf.float32),
