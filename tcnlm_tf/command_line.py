@@ -13,10 +13,11 @@ from typing import Any, Callable
 
 from tcnlm_tf import provenance
 from tcnlm_tf.arguments import finite_float
-from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, MODES, OPTIMIZERS, PRESETS,
-                             STRATEGIES, DataConfig, ModelConfig, RunConfig, TrainConfig,
-                             apply_decoder_defaults, apply_preset, check_data_dir_given,
-                             default_cache_dir, default_data_dir, default_runs_dir)
+from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, LONG_SENTENCES, MODES,
+                             OPTIMIZERS, PRESETS, STRATEGIES, DataConfig, ModelConfig,
+                             RunConfig, TrainConfig, apply_decoder_defaults, apply_preset,
+                             check_data_dir_given, default_cache_dir, default_data_dir,
+                             default_runs_dir)
 from tcnlm_tf.data import corpus_location
 from tcnlm_tf.decoder_registry import (DECODERS, all_decoder_options, decoder_spec,
                                        decoders_with)
@@ -107,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "document mode predict); none, only the words, as the SDLM authors' "
                       "data.py (People's Daily lines end in their own '。') (default: eos)")
     data.add_argument("--seq-len", type=int, help="LM sequence length (30)")
+    data.add_argument("--long-sentences", choices=LONG_SENTENCES,
+                      help="--mode sentence: a sentence longer than --seq-len is cut into "
+                      "pieces, each from a zero state (reset: the TDLM authors' code, the "
+                      "papers' protocol) or from the state the piece before it ended in "
+                      "(carry: Zheng, Vafa and Blei's code, as one sequence) (default: reset)")
     data.add_argument("--max-doc-tokens", type=int,
                       help="skip (and count) documents longer than this (100000)")
     data.add_argument("--synthetic", type=key_value, action="append", metavar="KEY=VALUE",

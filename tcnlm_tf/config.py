@@ -47,6 +47,12 @@ STATEFUL_MODES = ("document", "stream")
 #: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
 #: papers' protocol) or only the text before it (causal, Zheng, Vafa and Blei 2023)
 CONTEXTS = ("rest", "preceding")
+#: --long-sentences (sentence mode): a sentence longer than the sequence length is cut into
+#: pieces; reset: each piece starts from a zero state (the TDLM authors' code, util.py
+#: gen_data and tdlm_model.py's zero initial_state, so every paper result of this protocol);
+#: carry: each piece starts from the state the piece before it ended in (Zheng, Vafa and
+#: Blei's revisiting-tglms code), as if the sentence were one sequence
+LONG_SENTENCES = ("reset", "carry")
 #: --line-end (stream mode): eos, an ``<eos>`` after every line, predicted like a word (the
 #: PyTorch word-language-model example; what sentence and document mode predict too); none,
 #: only the words (the SDLM authors' data.py: every People's Daily line ends in its "。")
@@ -72,6 +78,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "large": {"num_layers": 2, "hidden_size": 900},
     "medium": {"num_layers": 2, "hidden_size": 650, "embedding_dim": 650},
 }
+
+
+def carries_state(config: "RunConfig") -> bool:
+    """Whether a run's batches continue the previous batch's lanes (the LSTM state carried):
+    document and stream mode, and sentence mode with ``--long-sentences carry``."""
+    return (config.model.mode in STATEFUL_MODES
+            or config.data.long_sentences == LONG_SENTENCES[1])
 
 
 def default_data_dir() -> Path:
@@ -137,6 +150,7 @@ class DataConfig:
     context: str = "rest"           # a sentence's document context: one of CONTEXTS
     line_end: str = "eos"           # stream mode: an <eos> after each line or not (LINE_ENDS)
     seq_len: int = 30               # LM sequence length
+    long_sentences: str = "reset"   # sentence mode: pieces of a long sentence (LONG_SENTENCES)
     max_doc_tokens: int = 100_000   # longer documents are skipped (and counted)
     synthetic: dict[str, Any] = dataclasses.field(default_factory=dict)  # SyntheticConfig fields
 
@@ -326,6 +340,11 @@ class RunConfig:
             (d.line_end == LINE_ENDS[0] or m.mode == "stream",
              f"--line-end {d.line_end} only applies to --mode stream (sentence and document "
              "mode always predict an <eos> after each sentence)"),
+            (d.long_sentences in LONG_SENTENCES,
+             f"unknown --long-sentences {d.long_sentences!r}; choose one of {LONG_SENTENCES}"),
+            (d.long_sentences == LONG_SENTENCES[0] or m.mode == "sentence",
+             f"--long-sentences {d.long_sentences} only applies to --mode sentence (document "
+             "and stream mode carry the state through every sentence)"),
             (d.topic_top_among in TOP_AMONG,
              f"unknown --topic-top-among {d.topic_top_among!r}; choose one of {TOP_AMONG}"),
             (m.num_layers >= 1 and m.hidden_size >= 1 and m.embedding_dim >= 1,

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
-from tcnlm_tf.config import CONTEXTS, MAX_GENERATED_WORDS, STATEFUL_MODES
+from tcnlm_tf.config import CONTEXTS, MAX_GENERATED_WORDS, carries_state
 from tcnlm_tf.corpus import Document
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.generation import generate_ids
@@ -96,7 +96,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         out = terms(batch, state)
         return out, out["state"]
 
-    return summed_nll(step, dataset, config.model.mode in STATEFUL_MODES)
+    return summed_nll(step, dataset, carries_state(config))
 
 
 def summed_nll(step: Callable[[Any, Any], tuple[dict, Any]], batches: Iterable,

@@ -24,8 +24,9 @@ Every batch is a dict of tensors (B = batch size, L = sequence length, M = ``max
                             counts its term once; ``document``: 1 / (the sequences of its
                             document), so each document counts once per epoch; 1 for whole
                             documents (evaluation, serving)
-``reset``   float32 [B]     (document mode) 1 where a lane starts a new document, so the
-                            carried LSTM state is zeroed there
+``reset``   float32 [B]     (document mode; sentence mode with ``long_sentences`` carry) 1
+                            where a lane starts a new document (sentence), so the carried
+                            LSTM state is zeroed there
 ``document`` int32 [B, L]   (only where asked for: ``with_documents``) the index in the split
                             of the document each target belongs to, -1 at padding, so that
                             an evaluation can sum the NLL of each document
@@ -40,7 +41,12 @@ another document of the split instead.
 
 Sentence mode (both papers' protocol): each sentence ``w1..wn`` becomes the token string
 ``<eos> w1 .. wn <eos>``; sentences longer than L targets are cut into several sequences
-(Lau et al. 2017 §3), each target predicted exactly once.
+(Lau et al. 2017 §3), each target predicted exactly once. With ``long_sentences`` ``reset``
+(:data:`LONG_SENTENCES`; the TDLM authors' code) every sequence is an example of its own,
+read from a zero state, and batches are B examples in a shuffled order. With ``carry``
+(:func:`sentence_lanes`) the sentences are laid out in B lanes, the pieces of a sentence in
+consecutive batches of one lane, with ``reset`` 1 where a sentence starts: the model carries
+its state from one piece to the next, as if the sentence were one sequence.
 
 Document mode: each document becomes ``<eos> s1 <eos> s2 <eos> ..``, cut into windows of L
 targets (the last one padded), and documents are laid end to end in B lanes; batch k holds
@@ -64,7 +70,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from tcnlm_tf.config import CONTEXTS, LINE_ENDS
+from tcnlm_tf.config import CONTEXTS, LINE_ENDS, LONG_SENTENCES
 from tcnlm_tf.data import SplitArrays
 from tcnlm_tf.models.registry import WEIGHTINGS
 
@@ -116,6 +122,32 @@ def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
     context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
                         topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
     return SentenceExamples(inputs, targets, context.astype(np.int64), docs, sent_index)
+
+
+def sentence_lanes(examples: SentenceExamples, lanes: int,
+                   shuffle_seed: int | None = None) -> dict[str, np.ndarray]:
+    """Sentence mode with ``long_sentences`` carry: the sentences (in the order they come,
+    or shuffled with ``shuffle_seed``) each go whole to the currently shortest of ``lanes``
+    lanes, their pieces one after the other. Returns ``index`` [K, lanes] int64, the example
+    in each slot (``len(examples)``: none, a padding row), and ``reset`` [K, lanes] float32,
+    1 where a slot starts a sentence or is empty."""
+    first = np.flatnonzero(np.r_[True, examples.sentences[1:] != examples.sentences[:-1]])
+    first = first[first < len(examples)]
+    last = np.r_[first[1:], len(examples)]
+    order = (np.arange(len(first)) if shuffle_seed is None
+             else np.random.default_rng(shuffle_seed).permutation(len(first)))
+    rows: list[list[int]] = [[] for _ in range(lanes)]
+    for unit in order:
+        lane = min(range(lanes), key=lambda k: len(rows[k]))
+        rows[lane].extend(range(first[unit], last[unit]))
+    num_batches = max(1, max(len(row) for row in rows))
+    index = np.full((num_batches, lanes), len(examples), np.int64)
+    for lane, row in enumerate(rows):
+        index[:len(row), lane] = row
+    starts = np.zeros(len(examples) + 1, bool)
+    starts[first] = True
+    starts[-1] = True
+    return {"index": index, "reset": starts[index].astype(np.float32)}
 
 
 def protocol_context(split: SplitArrays, examples: SentenceExamples, protocol: str,
@@ -430,25 +462,41 @@ def _lane_dataset(lanes: dict[str, np.ndarray], with_documents: bool) -> tf.data
         tf.data.AUTOTUNE)
 
 
+def _with_padding_row(values: np.ndarray, padding: Any) -> np.ndarray:
+    """``values`` [N, ...] with one more row, ``padding`` (the empty slot of a lane)."""
+    extra = np.full((1,) + values.shape[1:], padding, values.dtype)
+    return np.concatenate([values, extra])
+
+
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
                      context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
                      features: dict[str, np.ndarray] | None = None,
-                     with_documents: bool = False) -> tf.data.Dataset:
+                     with_documents: bool = False,
+                     long_sentences: str = LONG_SENTENCES[0]) -> tf.data.Dataset:
     """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
     seed, so a resumed epoch sees the same order), with the ``context`` fields, each
     example's row of the per-document ``features`` ({name: [D, ...]}) and, with
-    ``with_documents``, each target's ``document``."""
-    order = np.arange(len(examples))
-    if shuffle_seed is not None:
-        order = np.random.default_rng(shuffle_seed).permutation(len(examples))
-    inputs = tf.constant(examples.inputs)
-    targets = tf.constant(examples.targets)
-    rows = tf.constant(protocol_context(split, examples, context.protocol))
-    weights = tf.constant(context_weights(examples,
-                                          context.options.get("weighting", WEIGHTINGS[0])))
-    documents = tf.constant(examples.documents)
-    sentences = tf.constant(np.stack([split.doc_offsets[examples.documents],
-                                      examples.sentences], axis=1))
+    ``with_documents``, each target's ``document``. ``long_sentences`` carry lays the
+    sentences out in lanes (:func:`sentence_lanes`; the sentences shuffled, not their
+    pieces), each batch with its ``reset``; an empty slot is a padding row (no targets,
+    ``context_weight`` 0)."""
+    carry = long_sentences == LONG_SENTENCES[1]
+    if carry:
+        slices = sentence_lanes(examples, batch_size, shuffle_seed)
+    else:
+        order = np.arange(len(examples))
+        if shuffle_seed is not None:
+            order = np.random.default_rng(shuffle_seed).permutation(len(examples))
+        slices = order
+    padded = _with_padding_row if carry else (lambda values, padding: values)
+    inputs = tf.constant(padded(examples.inputs, PAD_ID))
+    targets = tf.constant(padded(examples.targets, PAD_ID))
+    rows = tf.constant(padded(protocol_context(split, examples, context.protocol), 0))
+    weights = tf.constant(padded(context_weights(
+        examples, context.options.get("weighting", WEIGHTINGS[0])), 0.0))
+    documents = tf.constant(padded(examples.documents, 0))
+    sentences = tf.constant(padded(np.stack([split.doc_offsets[examples.documents],
+                                             examples.sentences], axis=1), 0))
     sentence_starts = tf.constant(split.topic_offsets)
     topic_ids = padded_ids(split.topic_ids)
     features = {name: tf.constant(value) for name, value in (features or {}).items()}
@@ -465,7 +513,12 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
             batch["document"] = tf.where(batch["targets"] != PAD_ID, owner, -1)
         return _with_weights(batch)
 
-    dataset = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
+    if carry:
+        dataset = tf.data.Dataset.from_tensor_slices(slices).map(
+            lambda slot: {**gather(slot["index"]), "reset": slot["reset"]},
+            num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
     return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -494,14 +547,14 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
-                 line_end: str = LINE_ENDS[0], with_documents: bool = False
-                 ) -> tf.data.Dataset:
+                 line_end: str = LINE_ENDS[0], with_documents: bool = False,
+                 long_sentences: str = LONG_SENTENCES[0]) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream');
     ``context``: the model's :class:`ContextSpec` (sentence mode; the fields to add and how),
     ``features``: per-document side inputs (sentence mode), ``examples``: precomputed
     sequences; ``line_end`` (stream mode): whether ``<eos>`` follows each line;
     ``with_documents``: each batch also says which document each target belongs to
-    (``document``)."""
+    (``document``); ``long_sentences`` (sentence mode): :data:`LONG_SENTENCES`."""
     if mode == "document":
         return document_dataset(split, seq_len, batch_size, shuffle_seed, with_documents)
     if mode == "stream":
@@ -509,7 +562,7 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context, shuffle_seed, features,
-                            with_documents)
+                            with_documents, long_sentences)
 
 
 def model_dataset(model: Any, config: Any, split: SplitArrays, split_name: str | None,
@@ -529,4 +582,4 @@ def model_dataset(model: Any, config: Any, split: SplitArrays, split_name: str |
     return make_dataset(split, config.data.seq_len, batch_size or config.train.batch_size,
                         config.model.mode, context, shuffle_seed, examples,
                         model.document_features(split_name, split), config.data.line_end,
-                        with_documents)
+                        with_documents, config.data.long_sentences)

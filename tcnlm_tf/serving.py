@@ -63,7 +63,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tcnlm_tf import pipeline
-from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES
+from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES, carries_state
 from tcnlm_tf.generation import generate_ids
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
@@ -159,6 +159,9 @@ class ServingModule(tf.Module):
         self.topic_model = has_topics(run.model)
         self.context_spec = run.model.context_spec
         self.carries_state = run.config.model.mode in STATEFUL_MODES
+        # a row read in one pass: state carried through it (sentence mode with
+        # --long-sentences carry too), else cut into seq_len windows from zero states
+        self.one_pass = carries_state(run.config)
         # stream mode with --line-end none: no <eos> is read or predicted after a line
         self.line_eos = run.config.data.line_end == "eos"
         self.seq_len = run.config.data.seq_len
@@ -314,9 +317,10 @@ class ServingModule(tf.Module):
         """Recurrent outputs for dense ``inputs`` [B, N] (padded with 0): [B, N, ...].
 
         Sentence mode restarts from a zero state every ``seq_len`` positions, as training
-        cut long sentences; document and stream mode read each row in one pass, which equals its
+        cut long sentences (``--long-sentences reset``); document and stream mode, and sentence
+        mode with ``--long-sentences carry``, read each row in one pass, which equals its
         windows with carried state."""
-        if self.carries_state:
+        if self.one_pass:
             return self.model.encode(inputs, context, training=False)[0]
         batch, length = tf.shape(inputs)[0], tf.shape(inputs)[1]
         windows = (length + self.seq_len - 1) // self.seq_len

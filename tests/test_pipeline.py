@@ -247,3 +247,31 @@ def test_each_target_is_owned_by_the_document_it_comes_from(mode, line_end):
         assert sorted(own[own != EOS]) == sorted(ids([w for s in doc for w in s]))
     assert "document" not in next(iter(pipeline.make_dataset(
         SPLIT, seq_len=3, batch_size=2, mode=mode, line_end=line_end)))
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_sentence_lanes_keep_the_pieces_of_a_sentence_in_one_lane_in_order(seed):
+    """``--long-sentences carry``: every example in exactly one slot, the pieces of each
+    sentence in consecutive batches of one lane, ``reset`` 1 exactly at a sentence's first
+    piece and at empty slots; shuffling moves whole sentences."""
+    examples = pipeline.sentence_examples(SPLIT, seq_len=3)
+    layout = pipeline.sentence_lanes(examples, lanes=2, shuffle_seed=seed)
+    index, reset = layout["index"], layout["reset"]
+    empty = index == len(examples)
+    assert sorted(index[~empty]) == list(range(len(examples)))
+    np.testing.assert_array_equal(reset[empty], 1.0)
+    for lane in range(2):
+        column = [i for i in index[:, lane] if i < len(examples)]
+        for before, after in zip(column, column[1:]):
+            same = examples.sentences[before] == examples.sentences[after]
+            assert not same or after == before + 1    # pieces in order, none in between
+        starts = [k for k, i in enumerate(index[:, lane]) if i < len(examples)
+                  and (i == 0 or examples.sentences[i - 1] != examples.sentences[i])]
+        assert [k for k in range(len(index)) if reset[k, lane] and not empty[k, lane]] == starts
+    dataset = pipeline.make_dataset(SPLIT, seq_len=3, batch_size=2, mode="sentence",
+                                    shuffle_seed=seed, long_sentences="carry")
+    batches = list(dataset)
+    assert len(batches) == len(index)
+    targets = np.concatenate([b["targets"].numpy().ravel() for b in batches])
+    assert (targets != 0).sum() == SPLIT.num_predicted_tokens()
+    np.testing.assert_array_equal(np.stack([b["reset"].numpy() for b in batches]), reset)

@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from tcnlm_tf.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf import decoders
-from tcnlm_tf.config import STATEFUL_MODES, RunConfig
+from tcnlm_tf.config import RunConfig, carries_state
 from tcnlm_tf.corpus import atomic_write, write_text
 from tcnlm_tf.data import Corpus
 from tcnlm_tf.errors import UserError
@@ -225,14 +225,15 @@ class Trainer:
     # ------------------------------------------------------------------ data
     @property
     def uses_state(self) -> bool:
-        return self.config.model.mode in STATEFUL_MODES
+        """Whether each batch continues the previous one's lanes (:func:`carries_state`)."""
+        return carries_state(self.config)
 
     def dataset(self, split: str, shuffle_seed: int | None = None,
                 with_documents: bool = False) -> tf.data.Dataset:
         """The batches of ``split`` for this run's mode (global batch size; with
         ``with_documents``, each target's ``document`` too)."""
         arrays = self.corpus.splits[split]
-        if not self.uses_state and split not in self.examples:
+        if self.config.model.mode == "sentence" and split not in self.examples:
             self.examples[split] = pipeline.sentence_examples(arrays, self.config.data.seq_len)
         return pipeline.model_dataset(self.model, self.config, arrays, split,
                                       shuffle_seed=shuffle_seed,
