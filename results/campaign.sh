@@ -22,9 +22,10 @@ RUNS=${TCNLM_RUNS_DIR:-$HOME/runs}
 PY=$CHECKOUT/.venv/bin/python
 PARENT=$(dirname "$CHECKOUT")
 PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs-dir'
-#: the commit every comparison below trains with (provenance, per-document test scores,
-#: exact resume of the variational models)
+#: the commit the comparisons below train with (provenance, per-document test scores, exact
+#: resume of the variational models), and the one of the --long-sentences carry measurement
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
+CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -47,8 +48,9 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code
+    local code carry_code
     code=$(frozen_copy "$CODE")
+    carry_code=$(frozen_copy "$CARRY_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # One comparison after the other, each training two runs at a time (--jobs 2, one
@@ -57,6 +59,8 @@ start() {
     # protocol (--context rest, the default), small preset, 50 topics, until converged
     # (patience 2, at most 30 epochs), records committed to results/<name> as each run ends.
     #  1. apnews-seeds: seeds 0, 1, 2 of the seven rows of the converged table;
+    #  1b. apnews-long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state
+    #     carried across the pieces of long sentences (the papers' protocol resets it);
     #  2. apnews-tied-softmax and apnews-full-softmax: the output layer held equal (the topic
     #     rows and the document LSTM with a tied full softmax; the sentence and document
     #     LSTM with Topic-RNN's untied full softmax), seed 0;
@@ -65,14 +69,17 @@ start() {
     local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         : campaign-chain
-        py=$0 runs=$1 records=$2/results stop_words=$3 code=$4
-        compare() { (cd "$code" && "$py" -m evaluate.compare --dataset apnews \
+        py=$0 runs=$1 records=$2/results stop_words=$3 code=$4 carry_code=$5
+        compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
-            --commit-records --name "$1" --record-dir "$records/$1" "${@:2}") \
-            >> "$runs/$1.log" 2>&1; }
+            --commit-records --name "$2" --record-dir "$records/$2" "${@:3}") \
+            >> "$runs/$2.log" 2>&1; }
+        compare() { compare_at "$code" "$@"; }
         topics=(-- --topic-min-docs 10 --stopwords "$stop_words")
         compare apnews-seeds --seeds 0,1,2 --num-topics 50 --ablations \
             --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn "${topics[@]}" &&
+        compare_at "$carry_code" apnews-long-sentences-carry --num-topics 50 \
+            --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
         compare apnews-tied-softmax --num-topics 50 --reference lstm-document \
             --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
             --decoder softmax --tie-embeddings &&
@@ -82,13 +89,13 @@ start() {
             --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
         compare apnews-decoders --num-topics 50 --reference lstm-tied \
             --models lstm-mos,sdlm "${topics[@]}"
-    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" > /dev/null 2>&1 &
+    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" "$carry_code" > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
     sleep 5
     local copy
     for copy in "$PARENT"/campaign-*; do
-        [ "$copy" = "$code" ] && continue
+        [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"
