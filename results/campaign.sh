@@ -57,37 +57,38 @@ start() {
     # thread each) and starting once the one before has finished every row (a stopped one
     # ends the chain; `start` resumes it). Every comparison: the APNEWS sample, the papers'
     # protocol (--context rest, the default), small preset, 50 topics, until converged
-    # (patience 2, at most 30 epochs), records committed to results/<name> as each run ends.
-    #  1. apnews-seeds: seeds 0, 1, 2 of the seven rows of the converged table;
-    #  1b. apnews-long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state
-    #     carried across the pieces of long sentences (the papers' protocol resets it);
-    #  2. apnews-tied-softmax and apnews-full-softmax: the output layer held equal (the topic
-    #     rows and the document LSTM with a tied full softmax; the sentence and document
-    #     LSTM with Topic-RNN's untied full softmax), seed 0;
-    #  3. apnews-table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds;
-    #  4. apnews-decoders: MoS and SDLM (WordNet) to convergence, seed 0.
+    # (patience 2, at most 30 epochs), runs in $RUNS/apnews-<name>, records committed to
+    # results/apnews/<name> as each run ends:
+    #  1. seeds: seeds 0, 1, 2 of the seven rows of the converged table;
+    #  1b. long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
+    #     across the pieces of long sentences (the papers' protocol resets it);
+    #  2. tied-softmax and full-softmax: the output layer held equal (the topic rows and the
+    #     document LSTM with a tied full softmax; the sentence and document LSTM with
+    #     Topic-RNN's untied full softmax), seed 0;
+    #  3. table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds;
+    #  4. decoders: MoS and SDLM (WordNet) to convergence, seed 0.
     local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         : campaign-chain
-        py=$0 runs=$1 records=$2/results stop_words=$3 code=$4 carry_code=$5
+        py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
-            --commit-records --name "$2" --record-dir "$records/$2" "${@:3}") \
-            >> "$runs/$2.log" 2>&1; }
+            --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
+            >> "$runs/apnews-$2.log" 2>&1; }
         compare() { compare_at "$code" "$@"; }
         topics=(-- --topic-min-docs 10 --stopwords "$stop_words")
-        compare apnews-seeds --seeds 0,1,2 --num-topics 50 --ablations \
+        compare seeds --seeds 0,1,2 --num-topics 50 --ablations \
             --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn "${topics[@]}" &&
-        compare_at "$carry_code" apnews-long-sentences-carry --num-topics 50 \
+        compare_at "$carry_code" long-sentences-carry --num-topics 50 \
             --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
-        compare apnews-tied-softmax --num-topics 50 --reference lstm-document \
+        compare tied-softmax --num-topics 50 --reference lstm-document \
             --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
             --decoder softmax --tie-embeddings &&
-        compare apnews-full-softmax --num-topics 50 --models lstm,lstm-document \
+        compare full-softmax --num-topics 50 --models lstm,lstm-document \
             "${topics[@]}" --decoder softmax &&
-        compare apnews-table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
+        compare table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
             --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
-        compare apnews-decoders --num-topics 50 --reference lstm-tied \
+        compare decoders --num-topics 50 --reference lstm-tied \
             --models lstm-mos,sdlm "${topics[@]}"
     ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" "$carry_code" > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
