@@ -17,17 +17,15 @@ Reference: Grave, Joulin, Cissé, Grangier, Jégou, "Efficient softmax approxima
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_adaptive_softmax.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tcnlm_tf.arguments import finite_float  # noqa: E402
+from tcnlm_tf.arguments import finite_float
 
 
 def parse_args(argv=None):

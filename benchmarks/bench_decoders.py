@@ -59,20 +59,18 @@ softmax approximation for GPUs" (arXiv:1609.04309, 2016).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Allow `python benchmarks/bench_decoders.py` as well as `python -m ...` from the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import (machine_line, print_table, ratio,  # noqa: E402
+from benchmarks.harness import (machine_line, print_table, ratio,
                                 time_contenders, unique)
-from benchmarks.sections.decoders import (DECODERS, REFERENCE,  # noqa: E402
+from benchmarks.sections.decoders import (DECODERS, REFERENCE,
                                           decoder_options, zipf_targets)
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
-from tcnlm_tf.arguments import finite_float  # noqa: E402
+from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.arguments import finite_float
 
 DATASET = "apnews"
 SPLITS = ("train", "valid", "test")

@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from tcnlm_tf.arguments import integer  # noqa: E402
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from tcnlm_tf.arguments import integer
+from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
 def shared_groups(top: list[tuple[int, ...]], min_words: int, min_topics: int) -> np.ndarray:

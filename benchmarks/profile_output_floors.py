@@ -36,18 +36,16 @@ computed in the run.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import types
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import (gradient_step, machine_line, print_table,  # noqa: E402
+from benchmarks.harness import (gradient_step, machine_line, print_table,
                                 time_contenders, unique)
-from benchmarks.sections.decoders import zipf_targets  # noqa: E402
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from benchmarks.sections.decoders import zipf_targets
+from tcnlm_tf.errors import UserError, exit_on_user_error
 
 SECTIONS = ("topic_rnn", "sdlm")
 PROGRAM = "python -m benchmarks.profile_output_floors"

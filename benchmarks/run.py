@@ -32,16 +32,13 @@ another backend, the command stops with a one-line error).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from benchmarks.harness import (Parser, add_timing_arguments, backend_line,  # noqa: E402
+from benchmarks.harness import (Parser, add_timing_arguments, backend_line,
                                 check_backend, machine_line, name_list)
-from benchmarks.sections import decoders, models, recurrent, scaling  # noqa: E402
-from tcnlm_tf.errors import exit_on_user_error  # noqa: E402
+from benchmarks.sections import decoders, models, recurrent, scaling
+from tcnlm_tf.errors import exit_on_user_error
 
 #: the sections, in the order they run
 SECTIONS = {"recurrent": recurrent, "models": models, "decoders": decoders, "scaling": scaling}

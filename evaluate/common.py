@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file  # noqa: E402
-from tcnlm_tf.errors import UserError  # noqa: E402
+from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.errors import UserError
 
 #: the settings in which comparisons whose records one table joins may differ: where the
 #: corpus was, and the rows' budgets (each line says how its row stopped)

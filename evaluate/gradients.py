@@ -7,12 +7,9 @@ fitted, TDLM's embeddings are not loaded)."""
 from __future__ import annotations
 
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from tcnlm_tf.arguments import integer  # noqa: E402
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from tcnlm_tf.arguments import integer
+from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
 def norm_shares(grads: list, names: list[str], top: int) -> tuple[float, list[tuple[str, float]]]:

@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from evaluate.common import read_documents  # noqa: E402
-from tcnlm_tf.arguments import integer  # noqa: E402
-from tcnlm_tf.corpus import Document, write_text  # noqa: E402
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
+from evaluate.common import read_documents
+from tcnlm_tf.arguments import integer
+from tcnlm_tf.corpus import Document, write_text
+from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
 def sentence_requests(documents: list[Document], context_kind: str

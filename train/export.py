@@ -10,13 +10,10 @@ The export computes in float32 whatever ``--precision`` the run trained in.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
-from tcnlm_tf.run_directory import RunDirectory  # noqa: E402
+from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.run_directory import RunDirectory
 
 
 def next_version(model_dir: Path) -> int:

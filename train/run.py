@@ -8,10 +8,6 @@ Everything a run produces goes to ``runs/<name>/``: ``config.json``, the vocabul
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 import argparse
 import sys
 from pathlib import Path
