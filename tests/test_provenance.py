@@ -65,7 +65,7 @@ def write_corpus(root):
 
 TRAIN = ["--dataset", "apnews", "--min-freq", "1", "--topic-min-docs", "2",
          "--hidden-size", "16", "--embedding-dim", "12", "--batch-size", "8", "--seq-len", "6",
-         "--epochs", "2", "--log-every", "100", "--seed", "3"]
+         "--epochs", "1", "--log-every", "100", "--seed", "3"]
 
 
 @pytest.mark.slow
