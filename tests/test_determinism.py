@@ -1,8 +1,9 @@
 """Determinism, as the README promises it: the same commit and the same seed give the same
-numbers. Tiny trainings of every registered model, in every mode it trains in, each in a
-process of its own, give bit-identical weights (the best and the last checkpoint), test
-perplexity and per-document test scores, run after run at one thread and at two; and the
-same at two threads as at one for every model but TDLM (:data:`THREAD_COUNT_DEPENDENT`)."""
+numbers. Tiny trainings of every registered model, and of the LSTM in every mode (the other
+models' other modes share its pipelines), each set in a process of its own, give
+bit-identical weights (the best and the last checkpoint), test perplexity and per-document
+test scores, run after run at one thread and at two; and the same at two threads as at one
+for every model but TDLM (:data:`THREAD_COUNT_DEPENDENT`)."""
 import json
 import os
 import subprocess
@@ -42,7 +43,7 @@ def test_same_seed_same_numbers_at_one_and_two_threads(tmp_path):
     """Two processes, one thread and two: every model but TDLM gives the same numbers in
     both (so run after run, and at either count); TDLM, once more at each count, gives the
     same numbers run after run."""
-    models = sorted(TINY_MODELS)
+    models = sorted(m for m in TINY_MODELS if "-" not in m or m.split("-")[0] == "lstm")
     dependent = [m for m in models if m.split("-")[0] in THREAD_COUNT_DEPENDENT]
     runs = [trained(tmp_path, "one", 1, models), trained(tmp_path, "two", 2, models)]
     one, two = (run() for run in runs)

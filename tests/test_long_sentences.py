@@ -26,7 +26,7 @@ def trainer(tmp_path, model, *flags):
     return Trainer(config, corpus, tmp_path / "runs" / name, log=lambda line: None)
 
 
-@pytest.mark.parametrize("model", ["lstm", "tdlm"])
+@pytest.mark.parametrize("model", ["tdlm"])
 def test_carried_pieces_score_what_whole_sentences_score(tmp_path, model):
     whole = trainer(tmp_path, model, "--seq-len", "200")
     whole.config.train.max_steps, whole.config.train.epochs = None, 3
