@@ -37,8 +37,8 @@ CONTEXT_FLAG = "--context"
 
 def build_parser() -> argparse.ArgumentParser:
     p = records_parser("output_layers", __doc__.split(": ", 1)[1],
-                       "--records results/apnews-seeds results/apnews-tied-softmax "
-                       "results/apnews-full-softmax",
+                       "--records results/apnews/seeds results/apnews/tied-softmax "
+                       "results/apnews/full-softmax",
                        "where the Markdown table goes (default: print only)")
     p.add_argument("--records", type=Path, nargs="+", required=True,
                    help="record directories of evaluate.compare runs (--record-dir)")
