@@ -643,13 +643,12 @@ class Trainer:
     def _save_training(self, state=None) -> None:
         """A training checkpoint, with ``resume-state-<step>.npz`` beside it (written
         atomically first, removed with its checkpoint): the dropout layers' random-seed
-        states (Keras keeps them outside ``model.weights``), the running epoch's NLL sum,
-        tokens and seconds (so a resumed epoch reports all its batches) and, in document
-        and stream mode, the lanes' carried LSTM state ``state``. With the seeds and the
-        lanes, a run resumed from any checkpoint ends at exactly the weights of one that
-        never stopped (for models that draw no other random numbers; TCNLM's and
-        Topic-RNN's posterior samples come from TensorFlow's op seeds, which restart with
-        the process)."""
+        states and that of the seed generator of the posterior samples (Keras keeps them
+        outside ``model.weights``), the running epoch's NLL sum, tokens and seconds (so a
+        resumed epoch reports all its batches) and, where the state is carried (document
+        and stream mode, sentence mode with ``--long-sentences carry``), the lanes' LSTM
+        state ``state``. With the seeds and the lanes, a run resumed from any checkpoint
+        ends at exactly the weights of one that never stopped."""
         self.check_weights()            # before anything of this checkpoint is written
         if self.chief and not self.multi_worker:
             arrays = {f"seed_{i}": v.numpy() for i, v in enumerate(self._seed_states)}
