@@ -69,3 +69,22 @@ def test_comparisons_of_other_settings_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--records", str(one), str(other)])
     assert "differ in context" in capsys.readouterr().err
+
+
+def test_table_6_sets_each_row_beside_the_papers_ratio(tmp_path):
+    from evaluate.table_6 import main as table_6
+
+    records = comparison(tmp_path / "table6", num_topics=30, seed=[0, 1],
+                         train_args=["--hidden-size", "100"])
+    for seed, nats in ((0, 0.0), (1, 0.0)):
+        record(records, f"lstm-seed{seed}")
+    record(records, "tcnlm-seed0", nats=-0.2)
+    record(records, "tcnlm-seed1", nats=-0.2)
+    record(records, "tcnlm-constant-t-seed0", nats=0.1)
+    text = table_6(["--records", str(records)])
+    ratio = math.exp(-0.2)
+    assert (f"| tcnlm | 2 | {math.exp(4.5 - 0.2):.2f} ± 0.00 | {ratio:.3f} [{ratio:.3f}, "
+            f"{ratio:.3f}] | 82.67 | 0.814 |") in text
+    assert "| tcnlm-constant-t | 1 |" in text and "not in the paper" in text
+    with pytest.raises(SystemExit):
+        table_6(["--records", str(comparison(tmp_path / "small", num_topics=50))])
