@@ -243,25 +243,39 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     explicit = explicit_settings(args)
     check_data_dir_given(args.dataset or "synthetic", args.data_dir)
     config = RunConfig()
-    for section, names in FIELDS.items():
-        target = getattr(config, section)
-        for name in names & explicit.keys():
-            setattr(target, name, explicit[name])
-    config.model.options.update(chosen_options(explicit, all_options(), MODELS[config.model.model],
-                                               "--model", models_with))
-    if args.synthetic:
-        config.data.synthetic = dict(args.synthetic)
+    set_explicit(config, explicit, args.synthetic)
     if "topic_min_docs" not in explicit:
         config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
     # stored absolute: the run is evaluated and resumed from other working directories
     for name in PATH_SETTINGS:
         setattr(config.data, name, resolved(getattr(config.data, name)))
     apply_preset(config.model, set(explicit))     # may choose the decoder (--model sdlm)
+    set_decoder_options(config, explicit)
+    apply_decoder_defaults(config, set(explicit))
+    return config
+
+
+def set_explicit(config: RunConfig, explicit: dict[str, Any],
+                 synthetic: list[tuple[str, Any]] | None) -> None:
+    """The ``explicit`` settings (:func:`explicit_settings`) and ``--synthetic`` values set on
+    ``config``: its fields and its model's options (an option of another model is an
+    error)."""
+    for section, names in FIELDS.items():
+        target = getattr(config, section)
+        for name in names & explicit.keys():
+            setattr(target, name, explicit[name])
+    config.model.options.update(chosen_options(explicit, all_options(), MODELS[config.model.model],
+                                               "--model", models_with))
+    if synthetic:
+        config.data.synthetic = dict(synthetic)
+
+
+def set_decoder_options(config: RunConfig, explicit: dict[str, Any]) -> None:
+    """The ``explicit`` options of ``config``'s decoder set on it (an option of another
+    decoder is an error)."""
     config.model.decoder_options.update(chosen_options(
         explicit, all_decoder_options(), decoder_spec(config.model.decoder), "--decoder",
         decoders_with))
-    apply_decoder_defaults(config, set(explicit))
-    return config
 
 
 #: settings that --config cannot change: they choose which options and sizes the file holds
@@ -284,18 +298,8 @@ def config_from_file(args: argparse.Namespace) -> RunConfig:
                         f"options and sizes are those of --model {config.model.model}, "
                         f"--decoder {config.model.decoder}); start from flags instead")
     check_data_dir_given(explicit.get("dataset", config.data.dataset), args.data_dir)
-    for section, names in FIELDS.items():
-        target = getattr(config, section)
-        for name in names & explicit.keys():
-            setattr(target, name, explicit[name])
-    config.model.options.update(chosen_options(explicit, all_options(),
-                                               MODELS[config.model.model], "--model",
-                                               models_with))
-    config.model.decoder_options.update(chosen_options(
-        explicit, all_decoder_options(), decoder_spec(config.model.decoder), "--decoder",
-        decoders_with))
-    if args.synthetic:
-        config.data.synthetic = dict(args.synthetic)
+    set_explicit(config, explicit, args.synthetic)
+    set_decoder_options(config, explicit)
     if config.data.dataset != "synthetic":
         saved = config.data.data_dir
         if "data_dir" in explicit or saved == provenance.DATA_DIR:
