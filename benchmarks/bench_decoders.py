@@ -1,8 +1,8 @@
 """Cost of the output layers (decoders) beside a tied full softmax, at the APNEWS vocabulary.
 
-Every contender is built with ``tcnlm_tf.decoders.make_output_layer``, as a model builds it,
-in one process, on the same hidden states (a ``tf.Variable`` of normal noise, [B, T, H]) and
-the same Zipfian targets (ids sorted by decreasing frequency, as in the project's
+Every contender is built with ``tcnlm_tf.decoders.output_layers.make_output_layer``, as a model
+builds it, in one process, on the same hidden states (a ``tf.Variable`` of normal noise,
+[B, T, H]) and the same Zipfian targets (ids sorted by decreasing frequency, as in the project's
 vocabularies); the tied ones share one ``keras.layers.Embedding(V, --embedding-dim)``:
 
 ``softmax``   tied full softmax (``TiedSoftmax``), the reference of the ratios;
@@ -69,8 +69,8 @@ from benchmarks.harness import (machine_line, print_table, ratio,
                                 time_contenders, unique)
 from benchmarks.sections.decoders import (DECODERS, REFERENCE,
                                           decoder_options, zipf_targets)
-from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.arguments import finite_float
+from tcnlm_tf.errors import UserError, exit_on_user_error
 
 DATASET = "apnews"
 SPLITS = ("train", "valid", "test")
@@ -131,7 +131,7 @@ def parse_args(argv=None):
 
 def load_knowledge_base(args):
     """(knowledge base, where the vocabulary came from)."""
-    from tcnlm_tf import knowledge
+    from tcnlm_tf.data import knowledge
 
     if args.knowledge_base is not None:
         kb = knowledge.load(args.knowledge_base)
@@ -142,7 +142,7 @@ def load_knowledge_base(args):
                         "pass --data-dir DIR (DIR/apnews/train.txt ...) or --knowledge-base "
                         "PATH (a saved knowledge_base.npz)")
     from tcnlm_tf.config import DataConfig
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
 
     corpus = load_corpus(DataConfig(dataset=DATASET, data_dir=str(args.data_dir),
                                     min_freq=args.min_freq),
@@ -213,7 +213,7 @@ def main(argv=None) -> None:
     import tensorflow as tf
 
     from layers.adaptive_softmax import default_cutoffs
-    from tcnlm_tf import decoders
+    from tcnlm_tf.decoders import output_layers
 
     keras.utils.set_random_seed(args.seed)
     V = kb.num_words
@@ -233,7 +233,7 @@ def main(argv=None) -> None:
     steps, probes, params = {}, {}, {}
     for name in args.decoders:
         try:
-            layer = decoders.make_output_layer(name, options[name], V, args.hidden, embedding)
+            layer = output_layers.make_output_layer(name, options[name], V, args.hidden, embedding)
         except ValueError as err:
             parser.error(f"{name}: {err}")
         # Build every weight (sublayers included) eagerly, outside the traced step.

@@ -139,8 +139,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
 def train_run_config(flags: list[str]):
     """The ``RunConfig`` that ``python -m train.run FLAGS`` trains, validated (for the
     sections that time a ``Trainer``)."""
-    from tcnlm_tf.command_line import build_parser as train_parser
-    from tcnlm_tf.command_line import config_from_args
+    from tcnlm_tf.cli.command_line import build_parser as train_parser
+    from tcnlm_tf.cli.command_line import config_from_args
 
     config = config_from_args(train_parser().parse_args(flags))
     config.validate()

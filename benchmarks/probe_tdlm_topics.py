@@ -50,8 +50,8 @@ def empty_contexts(run, arrays) -> dict[str, tuple[int, int]]:
     """{protocol: (examples whose context has no topic-vocabulary word, examples)} over the
     sentence-mode examples of ``arrays`` (the run's sequence length), for each protocol of
     ``--context`` (``tcnlm_tf.config.CONTEXTS``)."""
-    from tcnlm_tf import pipeline
     from tcnlm_tf.config import CONTEXTS
+    from tcnlm_tf.data import pipeline
 
     examples = pipeline.sentence_examples(arrays, run.config.data.seq_len)
     counts = {}
@@ -84,7 +84,7 @@ def gradient_parts(run, arrays, batches: int):
     two parts add up to the whole gradient."""
     import tensorflow as tf
 
-    from tcnlm_tf import pipeline
+    from tcnlm_tf.data import pipeline
     from tcnlm_tf.models.base import token_nll
 
     variable = run.model.topic_model.attention.topic_outputs
@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "the gradient from empty contexts, its group and its top 10 words")
     args = p.parse_args(argv)
     from evaluate.common import read_documents, split_file
-    from tcnlm_tf.evaluation import document_topics
-    from tcnlm_tf.runs import encode_documents, load_run
+    from tcnlm_tf.metrics.evaluation import document_topics
+    from tcnlm_tf.runs.loading import encode_documents, load_run
 
     run = load_run(args.run)
     if run.config.model.model != "tdlm":

@@ -10,10 +10,10 @@ Topic-RNN's output (``--sections topic_rnn``; Dieng et al. 2017, Sec. 3):
 ``softmax matmul only``        the [N, H] x [H, V] word logits v h + c, summed: the
                                product the model cannot do without (the floor);
 ``softmax cross-entropy``      the same with one normaliser (a full softmax LM's output);
-``Topic-RNN terms (now)``      the model's ``_target_terms`` (both normalisers, the
+``Topic-RNN terms (model)``    the model's ``_target_terms`` (both normalisers, the
                                stop-word logit, B theta), normalisers sharing one exponential;
-``Topic-RNN terms (before)``   the same with two ``reduce_logsumexp`` over [N, V], as before
-                               issue 25.
+``Topic-RNN terms (two lse)``  the same with two ``reduce_logsumexp`` over [N, V], one per
+                               normaliser: what the shared exponential saves.
 
 The SDLM decoder (``--sections sdlm``; Gu et al. 2018, eq. 4-10), at the APNEWS vocabulary
 with its WordNet knowledge base (or ``--knowledge-base``):
@@ -97,7 +97,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def apnews_vocab_size(args) -> int:
     """The size of the APNEWS LM vocabulary of ``--data-dir`` (the models' default)."""
     from tcnlm_tf.config import DataConfig
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
 
     directory = Path(args.data_dir) / "apnews"
     if not (directory / "train.txt").is_file():
@@ -173,7 +173,7 @@ def sdlm_section(args) -> None:
     import tensorflow as tf
 
     from benchmarks.bench_decoders import load_knowledge_base
-    from tcnlm_tf import decoders
+    from tcnlm_tf.decoders import output_layers
 
     kb_args = types.SimpleNamespace(knowledge_base=args.knowledge_base, data_dir=args.data_dir,
                                     min_freq=10, cache_dir=args.cache_dir)
@@ -186,8 +186,8 @@ def sdlm_section(args) -> None:
     embedding.build((None,))
     targets = zipf_targets(rng, V, (B, L), 1.0)
     hidden = tf.Variable(rng.normal(size=(B, L, H)).astype("float32"), name="hidden")
-    softmax = decoders.make_output_layer("softmax", {"tie": True}, V, H, embedding)
-    sdlm = decoders.make_output_layer(
+    softmax = output_layers.make_output_layer("softmax", {"tie": True}, V, H, embedding)
+    sdlm = output_layers.make_output_layer(
         "sdlm", {"knowledge_base": kb, "num_bases": R, "normalization": "left"}, V, H,
         embedding)
     for layer in (softmax, sdlm):

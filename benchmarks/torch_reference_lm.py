@@ -1,6 +1,6 @@
 """``python -m benchmarks.torch_reference_lm``: the SDLM authors' tied-LSTM baseline recipe
 in plain PyTorch, independent of this project's TensorFlow stack, as a reference curve for
-issue 29 (People's Daily, the SDLM paper's Table 1: 105.35 validation / 104.67 test).
+the People's Daily baseline (the SDLM paper's Table 1: 105.35 validation / 104.67 test).
 
 The authors trained the baseline with ``LM/run_tied_lstm_bl.py`` of thunlp/SDLM-pytorch,
 which is PyTorch's ``word_language_model`` example: each split read as one stream of

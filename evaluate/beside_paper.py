@@ -12,7 +12,7 @@ document-level LSTM (row ``lstm-document``, where recorded), which the paper doe
 
 Every finished record of every directory is a line, with the comparison it comes from and
 how it stopped (a fixed budget is marked as such), so rows trained on to convergence in a
-comparison of their own (e.g. ``results/i26-apnews-tied``) stand beside the main table's.
+comparison of their own (e.g. ``results/apnews/tied-lstm``) stand beside the main table's.
 The directories must hold comparisons of one corpus, preset, seed, topic count and flags;
 the ratios are to the first directory's ``lstm`` and ``lstm-document`` records.
 """
@@ -31,7 +31,7 @@ from tcnlm_tf.errors import UserError, exit_on_user_error
 
 def build_parser() -> argparse.ArgumentParser:
     p = records_parser("beside_paper", __doc__.split(": ", 1)[1],
-                       "--records results/i26-apnews results/i26-apnews-tied",
+                       "--records results/apnews/papers-protocol results/apnews/tied-lstm",
                        "where the Markdown table goes (default: print only)")
     p.add_argument("--records", type=Path, nargs="+", required=True,
                    help="record directories of evaluate.compare runs (--record-dir); the "

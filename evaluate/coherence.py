@@ -5,8 +5,9 @@ are counted in sliding windows of ``--window`` tokens (20, as Lau et al.'s toolk
 documents) over a reference corpus (default: the run's training split), laid and scored as
 that toolkit, which computed the TDLM paper's coherence, does (``--convention toolkit``: windows
 overhang a document's ends, a pair never seen together scores 0) or with whole windows only
-and -1 for such a pair (``limit``, this project's convention before; ``tcnlm_tf.coherence``
-says both). ``coherence.json`` keeps the convention and the top words scored."""
+and -1 for such a pair (``limit``, the convention of records that name none;
+``tcnlm_tf.metrics.coherence`` says both). ``coherence.json`` keeps the convention and the top
+words scored."""
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ import json
 from evaluate.common import parser, read_documents, split_file
 from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.coherence import CONVENTIONS, coherence_summary, count_cooccurrences
-from tcnlm_tf.corpus import write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
+from tcnlm_tf.metrics.coherence import CONVENTIONS, coherence_summary, count_cooccurrences
 
 NS = (5, 10, 15, 20)
 
@@ -40,10 +41,10 @@ def main(argv: list[str] | None = None) -> dict:
                    help="toolkit: as Lau et al.'s topic_interpretability, which computed the "
                         "TDLM paper's NPMI (windows overhang each document's ends, a pair never "
                         "seen together scores 0); limit: whole windows only, such a pair "
-                        "scores -1, as this project's records before 2026-11-27 "
+                        "scores -1, as a record that names no convention was scored "
                         "(default: toolkit)")
     args = p.parse_args(argv)
-    from tcnlm_tf.runs import load_run, require_topic_model
+    from tcnlm_tf.runs.loading import load_run, require_topic_model
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.coherence")

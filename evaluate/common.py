@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
 from tcnlm_tf.errors import UserError
 
 #: the settings in which comparisons whose records one table joins may differ: where the
@@ -15,7 +15,7 @@ MAY_DIFFER = ("data_dir", "fixed_budget", "max_epochs")
 def parser(prog: str, description: str, epilog: str = "",
            corpus: bool = True) -> argparse.ArgumentParser:
     """An argument parser with the ``--run`` every evaluator takes, and with ``corpus`` the
-    ``--data-dir`` of those that rebuild the run (:func:`tcnlm_tf.runs.load_run`)."""
+    ``--data-dir`` of those that rebuild the run (:func:`tcnlm_tf.runs.loading.load_run`)."""
     p = argparse.ArgumentParser(prog=f"python -m evaluate.{prog}", description=description,
                                 epilog=epilog, allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -31,7 +31,7 @@ def parser(prog: str, description: str, epilog: str = "",
 
 def read_documents(path: Path) -> list[Document]:
     """Documents of a corpus-format file; skipped lines are reported, no documents is an error."""
-    from tcnlm_tf.data import literal_notices
+    from tcnlm_tf.data.loading import literal_notices
     documents, stats = read_corpus_file(path)
     for line in stats.problems(Path(path)) + literal_notices(path, documents, stats.lines):
         print(line)
@@ -42,7 +42,7 @@ def read_documents(path: Path) -> list[Document]:
 
 def split_file(run, split: str) -> Path:
     """The run's own corpus file for ``split`` (the synthetic corpus is regenerated if needed)."""
-    from tcnlm_tf.data import source_dir
+    from tcnlm_tf.data.loading import source_dir
     return source_dir(run.config.data) / f"{split}.txt"
 
 
@@ -97,7 +97,7 @@ def read_record(path: Path, what: str) -> dict:
 def emit(text: str, output: Path | None) -> str:
     """Prints a records command's Markdown ``text`` and writes it to ``output`` if given;
     returns ``text``."""
-    from tcnlm_tf.corpus import write_text
+    from tcnlm_tf.data.corpus import write_text
 
     if output:
         write_text(output, text)

@@ -50,7 +50,7 @@ commits each new or rewritten record (only its own files) to the git repository 
 in, so a machine lost between two restarts loses no finished row.
 
 Evidence. Every run records each test document's NLL and token count and what made it (the
-commit, command, threads, CPU and library versions: :mod:`tcnlm_tf.provenance`); records name
+commit, command, threads, CPU and library versions: :mod:`tcnlm_tf.runs.provenance`); records name
 no path of the machine (``<data-dir>``). The table divides every row's test perplexity by the
 row ``--reference`` (default ``lstm-document``) with a paired bootstrap 95 % interval over
 test documents and seeds (:mod:`evaluate.intervals`) and names the commits of each row.
@@ -76,15 +76,15 @@ from evaluate.common import read_record
 from evaluate.compare_report import (DOCUMENT_LSTM, RunKey, ablation_table, aggregate,
                                      coherence_table, curves, curves_png, table,
                                      write_tensorboard)
-from tcnlm_tf import provenance
 from tcnlm_tf.arguments import MAX_SEED, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
-from tcnlm_tf.corpus import write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
-from tcnlm_tf.run_directory import RunDirectory
-from tcnlm_tf.runlock import holder, try_lock
+from tcnlm_tf.runs import provenance
+from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.lock import holder, try_lock
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
@@ -235,7 +235,7 @@ def check_settings(directory: Path, settings: dict,
 
 def budget_flags(train_args: list[str]) -> list[str]:
     """The flags of ``train_args`` that a resumed run accepts (its training budget)."""
-    from tcnlm_tf.command_line import RESUMABLE, build_parser, explicit_settings
+    from tcnlm_tf.cli.command_line import RESUMABLE, build_parser, explicit_settings
 
     explicit = explicit_settings(build_parser().parse_args(train_args))
     flags = []
@@ -303,8 +303,8 @@ def child_environment(jobs: int = 1) -> dict[str, str]:
     was started in (its relative paths stay relative to that directory). With several
     ``jobs`` each run's TensorFlow thread pools get an equal share of the CPUs this process
     may use, unless the environment sizes them already: every TensorFlow process otherwise
-    sizes its pools to all of them, and two runs on 2 cores then trained 8-10 % slower
-    (RESULTS.md, issue 26)."""
+    sizes its pools to all of them, and two runs on 2 cores then train 8-10 % slower
+    (measured in RESULTS.md)."""
     paths = [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     if jobs > 1 and not any(name in os.environ for name in THREAD_VARIABLES):

@@ -19,8 +19,8 @@ from typing import Any
 
 from evaluate.common import png_bytes
 from evaluate.intervals import SAMPLES, Interval, document_scores, paired_bootstrap
-from tcnlm_tf.provenance import commits
-from tcnlm_tf.coherence import CONVENTIONS, convention_of
+from tcnlm_tf.metrics.coherence import CONVENTIONS, convention_of
+from tcnlm_tf.runs.provenance import commits
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from evaluate.common import parser, png_bytes, read_record
 from tcnlm_tf.arguments import finite_float
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory
 
 
 def perplexity_value(text: str) -> float:

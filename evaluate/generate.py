@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     args = p.parse_args(argv)
     if args.temperature <= 0:
         raise UserError("--temperature must be positive (use --greedy for argmax decoding)")
-    from tcnlm_tf.evaluation import generate, topic_vector
+    from tcnlm_tf.metrics.evaluation import generate, topic_vector
     from tcnlm_tf.models.base import has_topics
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
 
     run = load_run(args.run, data_dir=args.data_dir)
     topic_model = has_topics(run.model)

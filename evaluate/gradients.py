@@ -22,7 +22,7 @@ def norm_shares(grads: list, names: list[str], top: int) -> tuple[float, list[tu
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
-    from tcnlm_tf.command_line import build_parser, config_from_args
+    from tcnlm_tf.cli.command_line import build_parser, config_from_args
 
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     own.add_argument("--top", type=integer(1), default=3, help="weights listed per norm (3)")
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "which is where --embeddings would load the word vectors: drop it")
     import tensorflow as tf
 
-    from tcnlm_tf import pipeline
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data import pipeline
+    from tcnlm_tf.data.loading import load_corpus
     from tcnlm_tf.models import build_model
 
     config = config_from_args(args)

@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="average this many posterior samples instead of the mean (default: 0)")
     args = p.parse_args(argv)
     import tensorflow as tf
-    from tcnlm_tf.evaluation import document_topics
-    from tcnlm_tf.runs import load_run, require_topic_model
+    from tcnlm_tf.metrics.evaluation import document_topics
+    from tcnlm_tf.runs.loading import load_run, require_topic_model
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.infer")

@@ -4,9 +4,9 @@ vocabulary, described by its sparsity (words covered, senses per word, sememes p
 experts per word, senses per expert, and the share of training tokens whose word has only a
 private sense) beside the two HowNet numbers of Gu et al. 2018 Sec. 3.3 (3.4 experts per
 word, 22 senses per expert).
-For ``wordnet`` it shows the knowledge base without the stop-word rule (runs before issue
-24) beside the one a run builds now (the words of ``--stopwords`` get private senses). It
-trains nothing and writes nothing."""
+For ``wordnet`` it shows the knowledge base without the stop-word rule beside the one a run
+builds (the words of ``--stopwords`` get private senses), so the rule's effect on the
+sparsity is seen. It trains nothing and writes nothing."""
 from __future__ import annotations
 
 from tcnlm_tf.errors import exit_on_user_error
@@ -14,7 +14,7 @@ from tcnlm_tf.errors import exit_on_user_error
 
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> str:
-    from tcnlm_tf.command_line import build_parser, config_from_args
+    from tcnlm_tf.cli.command_line import build_parser, config_from_args
 
     parser = build_parser()
     parser.prog = "python -m evaluate.knowledge_base"
@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> str:
                      "../shared/data/stopwords/mallet-en.txt")
     args = parser.parse_args(argv)
     # TensorFlow's start-up (and its log lines) only once the flags are good
-    from tcnlm_tf import knowledge
-    from tcnlm_tf.baselines import target_counts
-    from tcnlm_tf.data import load_corpus
-    from tcnlm_tf.decoders import build_run_knowledge_base
+    from tcnlm_tf.data import knowledge
+    from tcnlm_tf.data.loading import load_corpus
+    from tcnlm_tf.decoders.output_layers import build_run_knowledge_base
+    from tcnlm_tf.metrics.baselines import target_counts
 
     args.decoder = "sdlm"
     config = config_from_args(args)

@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> dict:
                    "under preceding is how Zheng, Vafa and Blei (2023) evaluate: their code "
                    "trains on the rest of the document and scores on the text before")
     args = p.parse_args(argv)
-    from tcnlm_tf.evaluation import corpus_nll
-    from tcnlm_tf.metrics import perplexity
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.metrics.evaluation import corpus_nll
+    from tcnlm_tf.metrics.perplexity import perplexity
+    from tcnlm_tf.runs.loading import load_run
 
     run = load_run(args.run, data_dir=args.data_dir)
     path = args.text_file or split_file(run, "test")

@@ -8,7 +8,7 @@ only the text before the sentence (``--context preceding``), as a document-level
 of the same comparison (same corpus, preset, topic count, seed, stopping rule and flags) run
 with ``-- --context preceding``, which needs only the rows whose runs that flag changes: the
 models that read their document's text (a context field of kind ``document``,
-:data:`tcnlm_tf.pipeline.CONTEXT_FIELDS`). The others (the LSTMs, LCLM, which reads only
+:data:`tcnlm_tf.data.pipeline.CONTEXT_FIELDS`). The others (the LSTMs, LCLM, which reads only
 preceding sentences) are the same under both protocols and come from ``--rest``.
 
 The table gives each row's test perplexity under each protocol as a ratio to the
@@ -24,7 +24,7 @@ the table (the trainer is deterministic, so the two runs should be the same).
 
 ``--causal-records DIR [DIR ...]`` adds rows that read no document text from other
 comparisons of the same corpus and settings (under either ``--context``: such rows read
-the same text under both), e.g. ``results/i26-apnews-tied``, the tied LSTM trained on to
+the same text under both), e.g. ``results/apnews/tied-lstm``, the tied LSTM trained on to
 convergence where ``--rest`` has it at a fixed budget; they join the shared rows, named
 with their directory. Every shared row says how many epochs it trained and how it stopped.
 """
@@ -36,7 +36,7 @@ from pathlib import Path
 from evaluate.common import MAY_DIFFER, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.compare_report import stop_reason
-from tcnlm_tf.corpus import write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the row every ratio is to
@@ -45,7 +45,7 @@ BASELINE = "lstm-document"
 
 def build_parser() -> argparse.ArgumentParser:
     p = records_parser("protocols", __doc__.split(": ", 1)[1],
-                       "--rest results/i26-apnews --preceding results/i31-apnews-preceding",
+                       "--rest results/apnews/papers-protocol --preceding results/apnews/causal",
                        "where the Markdown table goes (default: PRECEDING/protocols.md)")
     p.add_argument("--rest", type=Path, required=True,
                    help="record directory of the comparison under --context rest (every row)")
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--causal-records", type=Path, nargs="+", default=[], metavar="DIR",
                    help="record directories of other comparisons of the same corpus and "
                         "settings (either --context) whose rows read no document text, e.g. "
-                        "results/i26-apnews-tied (the tied LSTM to convergence); their rows "
+                        "results/apnews/tied-lstm (the tied LSTM to convergence); their rows "
                         "join the shared ones, named with their directory (default: none)")
     return p
 
@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 def reads_document(model: str) -> bool:
     """Whether ``--context`` changes the runs of ``model``: one of its context fields is made
     of its document's text (kind ``document``)."""
+    from tcnlm_tf.data.pipeline import CONTEXT_FIELDS
     from tcnlm_tf.models.registry import spec_of
-    from tcnlm_tf.pipeline import CONTEXT_FIELDS
 
     return any(CONTEXT_FIELDS[field].kind == "document"
                for field in spec_of(model).model_class().context_inputs)

@@ -20,14 +20,14 @@ from evaluate.compare import (commit_files, evaluated, finished, git_toplevel, r
                               write_record)
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m evaluate.record", description=__doc__.split(": ", 1)[1],
-        epilog="example: python -m evaluate.record --run ~/runs/i29/pd-tied-medium-none "
-               "--record-dir results/i29-peoples-daily --commit-records",
+        epilog="example: python -m evaluate.record --run runs/pd-tied-medium "
+               "--record-dir results/peoples-daily/tied-medium --commit-records",
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--run", type=Path, required=True,
                    help="the run directory (train.run's --runs-dir/--run-name)")

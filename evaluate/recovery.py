@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from evaluate.common import parser
-from tcnlm_tf.corpus import write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -15,11 +15,11 @@ from tcnlm_tf.errors import UserError, exit_on_user_error
 def main(argv: list[str] | None = None) -> dict:
     p = parser("recovery", __doc__.split(": ", 1)[1])
     args = p.parse_args(argv)
-    from tcnlm_tf import synthetic
-    from tcnlm_tf.data import source_dir
+    from tcnlm_tf.data import synthetic
+    from tcnlm_tf.data.loading import source_dir
     from evaluate.topics import topic_words
-    from tcnlm_tf.recovery import topic_recovery
-    from tcnlm_tf.runs import load_run, require_topic_model
+    from tcnlm_tf.metrics.recovery import topic_recovery
+    from tcnlm_tf.runs.loading import load_run, require_topic_model
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.recovery")

@@ -9,7 +9,7 @@ import math
 
 from evaluate.common import parser
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory
 
 
 def epoch_means(run_dir, tag: str) -> list[float]:

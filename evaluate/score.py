@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evaluate.common import read_documents
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.corpus import Document, write_text
+from tcnlm_tf.data.corpus import Document, write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 

@@ -24,9 +24,9 @@ def predictions(run, kb, text: str, document: str = "", top: int = TOP) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from tcnlm_tf.evaluation import document_batch
+    from tcnlm_tf.data.pipeline import EOS_ID, UNK_ID
+    from tcnlm_tf.metrics.evaluation import document_batch
     from tcnlm_tf.models.base import Context
-    from tcnlm_tf.pipeline import EOS_ID, UNK_ID
 
     model = run.model
     ids = [EOS_ID] + [run.lm_vocab.index.get(w, UNK_ID) for w in text.split()]
@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--document", default="",
                    help="TAB-separated sentences: the document context of models that read one")
     args = p.parse_args(argv)
-    from tcnlm_tf import knowledge
-    from tcnlm_tf.decoders import knowledge_base_path
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.data import knowledge
+    from tcnlm_tf.decoders.output_layers import knowledge_base_path
+    from tcnlm_tf.runs.loading import load_run
 
     run = load_run(args.run, data_dir=args.data_dir)
     path = knowledge_base_path(run.directory)

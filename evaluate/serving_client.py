@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from tcnlm_tf.arguments import finite_float, integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.mixtures import topic_mixture
+from tcnlm_tf.serving.mixtures import topic_mixture
 
 #: output names of signatures that have only one (TF Serving then drops the name)
 SINGLE_OUTPUT = {"infer_topics": "topics"}

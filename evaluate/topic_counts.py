@@ -21,8 +21,8 @@ from pathlib import Path
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
 from evaluate.published import table_4_npmi
-from tcnlm_tf.coherence import convention_of
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.metrics.coherence import convention_of
 
 #: the top-N sizes of the papers' coherence (both average top 5/10/15/20)
 TOP_NS = ("5", "10", "15", "20")
@@ -30,7 +30,8 @@ TOP_NS = ("5", "10", "15", "20")
 
 def build_parser() -> argparse.ArgumentParser:
     p = records_parser("topic_counts", __doc__.split(": ", 1)[1],
-                       "--records results/i26-apnews results/i31-apnews-topics --rows tcnlm,tdlm",
+                       "--records results/apnews/papers-protocol results/apnews/topic-counts "
+                       "--rows tcnlm,tdlm",
                        "where the Markdown table goes (default: print only)")
     p.add_argument("--records", type=Path, nargs="+", required=True,
                    help="record directories of evaluate.compare runs (--record-dir)")

@@ -7,7 +7,7 @@ import numpy as np
 
 from evaluate.common import parser
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.corpus import write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
 
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     p.add_argument("--top-n", type=integer(1), default=10, help="words per topic (default: 10)")
     args = p.parse_args(argv)
     import tensorflow as tf
-    from tcnlm_tf.runs import load_run, require_topic_model
+    from tcnlm_tf.runs.loading import load_run, require_topic_model
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.topics")

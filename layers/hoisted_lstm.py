@@ -9,8 +9,8 @@ input half. ``keras.layers.LSTM`` on a CPU runs the whole cell at every step.
 
 The multiply-adds are the same. Under ``mixed_bfloat16`` the hoisted layer's training
 step is about 1.3x faster on this project's CPU (the one large bf16 product uses the CPU's
-bf16 units well, 30 small ones do not); under float32 it was 0-5 % slower, so a float32
-layer runs ``keras.layers.LSTM``'s loop (RESULTS.md, issue 25).
+bf16 units well, 30 small ones do not); under float32 it is 0-5 % slower, so a float32
+layer runs ``keras.layers.LSTM``'s loop (measured in RESULTS.md).
 
 Everything else is ``keras.layers.LSTM``'s: the same weights under the same names (``cell``
 is its ``LSTMCell``, so checkpoints of either load into the other), the same arguments,

@@ -119,8 +119,9 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     (uniform in +-0.1) and is usable, and serialisable, on its own.
 
     Initialisation: the authors' (``tied_lstm_rnn.py``): ``v_k`` and ``a_k`` uniform in
-    +-0.1, ``Q_r`` in +-0.05, ``b_k`` and ``c_s`` zero. (Before issue 24: Glorot-uniform
-    ``v_k`` and ``Q_r``, zero ``a_k``; saved weights load either way.)
+    +-0.1, ``Q_r`` in +-0.05, ``b_k`` and ``c_s`` zero. The initialisation is not part of
+    the saved weights, so weights initialised any other way (e.g. Glorot-uniform ``v_k`` and
+    ``Q_r``, zero ``a_k``) load all the same.
 
     Sparsity and cost. Nothing of size ``K x M`` or ``K x H1 x H2`` is formed. Because
     ``w_s = x_{word(s)}`` and ``U_k`` is a mixture of the bases, eq. 8's exponent reorders to
@@ -315,20 +316,20 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         tensors. The bilinear scores ``z_r`` are products in the compute dtype; everything
         after them (``q``, ``alpha``, ``beta``, the scores) is float32.
 
-        Under TensorFlow, in ``tf.function``, the layer computes bit for bit what it computed
-        with ``tf.*`` ops before issue 30 (earlier runs resume, evaluate and export
-        unchanged), for three reasons to keep. (1) The sparse product is still
-        ``tf.sparse.sparse_dense_matmul``, and the gradient of the gather of ``z`` adds the
-        same products in the same order as ``tf.gather``'s did (:func:`_sum_in_order`).
-        (2) ``X (g^T Q_r)^T``: grappler folds the transpose into the matmul, as
-        ``transpose_b=True`` did. (3) Grappler's arithmetic optimizer sorts the inputs of
-        every ``AddN`` by op name: the sum of the ``R`` terms (it turns the chain of ``+``
-        into one ``AddN``) and the sums of the gradients that reach ``q``, ``g`` and ``X``
+        Under TensorFlow, in ``tf.function``, the layer computes bit for bit what the same
+        computation written with ``tf.*`` ops gives (so runs saved by a ``tf.*`` version of this
+        layer resume, evaluate and export unchanged), for three reasons to keep. (1) The sparse
+        product is ``tf.sparse.sparse_dense_matmul``, and the gradient of the gather of ``z``
+        adds the same products in the same order as ``tf.gather``'s gradient does
+        (:func:`_sum_in_order`). (2) ``X (g^T Q_r)^T``: grappler folds the transpose into the
+        matmul, as ``transpose_b=True`` does. (3) Grappler's arithmetic optimizer sorts the
+        inputs of every ``AddN`` by op name: the sum of the ``R`` terms (it turns the chain of
+        ``+`` into one ``AddN``) and the sums of the gradients that reach ``q``, ``g`` and ``X``
         from the ``R`` bases, so their order, hence their last bits, follows the names of the
-        ops that make the terms. The ops named ``mul`` and ``MatMul`` (TensorFlow numbers
-        names case-insensitively: ``Mul`` counts) are therefore made in the same number and
-        order as before. Not kept: with fewer than 16 positions ``N`` the gradient with
-        respect to ``g`` may differ in the last bits (that of ``X (g^T Q_r)^T`` comes out
+        ops that make the terms. The ops named ``mul`` and ``MatMul`` (TensorFlow numbers names
+        case-insensitively: ``Mul`` counts) are therefore made in the same number and order as
+        the ``tf.*`` ops made them. Not kept: with fewer than 16 positions ``N`` the gradient
+        with respect to ``g`` may differ in the last bits (that of ``X (g^T Q_r)^T`` comes out
         transposed, and oneDNN rounds the small products differently), and so may gradients
         taken eagerly (the tape adds the ``R`` contributions in another order).
         """
@@ -351,7 +352,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
     def _sparse_product(self, expert):
         """``beta = C expert``: the sparse ``[M, K]`` matrix of the ``C_{k,s}`` times ``expert
         [K, N]`` -> ``[M, N]``. Under TensorFlow ``tf.sparse.sparse_dense_matmul``, one kernel
-        that forms no ``[E, N]`` intermediate (and, as before issue 30, bit for bit): the
+        that forms no ``[E, N]`` intermediate (and bit for bit the ``tf.*`` computation): the
         sdlm training throughput is 1.15x that of the gather and segment sum below on the
         CPU. On the other backends ``keras.ops`` has no sparse product: the rows of
         ``expert`` at the edges' sememes (``[E, N]``) times the edges' ``C_{k,s}``, summed

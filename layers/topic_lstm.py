@@ -292,8 +292,8 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
                         (-1, NUM_GATES, self.num_factors)), (1, 0, 2))
         # U_*a h~_* of the four gates in one batched product, [4, B, n_h], taken apart
         # along its leading axis (contiguous) rather than brought back to [B, 4, n_h] by a
-        # transpose at every step (the layer's training step took 20 % longer with the
-        # transpose and indexing, RESULTS.md, issue 25)
+        # transpose at every step (the layer's training step takes 20 % longer with the
+        # transpose and indexing, measured in RESULTS.md)
         recurrent = ops.unstack(ops.matmul(h_tilde, self.recurrent_factor_kernel), NUM_GATES)
         # eq. 13: (W_*a x~_* + b_*) + U_*a h~_* for each gate *, each [B, n_h].
         z = [x + r for x, r in zip(ops.split(inputs, NUM_GATES, axis=-1), recurrent)]

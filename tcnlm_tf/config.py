@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from tcnlm_tf.arguments import MAX_INTEGER
-from tcnlm_tf.corpus import atomic_write
+from tcnlm_tf.data.corpus import atomic_write
+from tcnlm_tf.data.vocab import TOP_AMONG
+from tcnlm_tf.decoders.registry import DECODERS, all_decoder_options, decoder_spec
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.decoder_registry import DECODERS, all_decoder_options, decoder_spec
 from tcnlm_tf.models.registry import all_options, spec_of
 from tcnlm_tf.options import SAME_AS_DEFAULT, check_settings
 from tcnlm_tf.precision import PRECISIONS
-from tcnlm_tf.vocab import TOP_AMONG
 
 #: peoples_daily: the SDLM paper's People's Daily split (one sentence per line)
 DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
@@ -44,7 +44,7 @@ MODES = ("sentence", "document", "stream")
 INITS = ("keras", "pytorch")
 #: modes whose batches continue the previous batch's lanes (the LSTM state is carried)
 STATEFUL_MODES = ("document", "stream")
-#: a sentence's document context (tcnlm_tf.pipeline): the rest of its document (both
+#: a sentence's document context (tcnlm_tf.data.pipeline): the rest of its document (both
 #: papers' protocol) or only the text before it (causal, Zheng, Vafa and Blei 2023)
 CONTEXTS = ("rest", "preceding")
 #: --long-sentences (sentence mode): a sentence longer than the sequence length is cut into
@@ -145,7 +145,7 @@ class DataConfig:
     topic_min_docs: int = 100       # topic vocabulary: words in >= this many documents
     topic_top_fraction: float = 0.001   # topic vocabulary: drop the most frequent 0.1 % types
     topic_top_among: str = "types"  # ... of every word type (TDLM's code) or of the LM words
-    stopwords: str | None = None    # None: the project's own list (tcnlm_tf/resources)
+    stopwords: str | None = None    # None: the project's own list (tcnlm_tf/data/resources)
     max_bow: int = 300              # words of document context per sentence
     context: str = "rest"           # a sentence's document context: one of CONTEXTS
     line_end: str = "eos"           # stream mode: an <eos> after each line or not (LINE_ENDS)
@@ -160,7 +160,7 @@ class ModelConfig:
     """Model architecture; ``preset`` fills layers/hidden size unless given explicitly,
     ``options`` holds the model's own settings (its :class:`~tcnlm_tf.models.registry.ModelSpec`
     lists them, with their defaults) and ``decoder_options`` the decoder's (its
-    :class:`~tcnlm_tf.decoder_registry.DecoderSpec`)."""
+    :class:`~tcnlm_tf.decoders.registry.DecoderSpec`)."""
 
     model: str = "lstm"
     preset: str = "small"
@@ -169,7 +169,7 @@ class ModelConfig:
     hidden_size: int = 600
     embedding_dim: int = 300
     dropout: float = 0.4
-    decoder: str = "adaptive"       # one of tcnlm_tf.decoder_registry.DECODERS
+    decoder: str = "adaptive"       # one of tcnlm_tf.decoders.registry.DECODERS
     # on g, after the last recurrent layer (None: dropout; a decoder's spec may fill in its
     # authors' value in a fresh run)
     output_dropout: float | None = None
@@ -243,8 +243,8 @@ class RunConfig:
                     if option.name not in given["options"] and \
                             option.legacy is not SAME_AS_DEFAULT:
                         given["options"][option.name] = option.legacy
-                # before decoder options had their own dict (issue 28), every run stored
-                # every decoder's settings: keep those of its own decoder
+                # a run saved before decoder options had their own dict stored every
+                # decoder's settings beside the model's: keep those of its own decoder
                 decoder = DECODERS.get(given.get("decoder", "adaptive"))
                 moved = {k: given.pop(k) for k in list(given) if k in all_decoder_options()}
                 if decoder is not None:

@@ -3,7 +3,7 @@
 An option is a ``train.run`` flag, a key of the run configuration (a model's in
 ``ModelConfig.options``, a decoder's in ``ModelConfig.decoder_options``) and a rule its
 value must meet, all from one declaration (:mod:`tcnlm_tf.models.registry`,
-:mod:`tcnlm_tf.decoder_registry`). Pure Python, so command-line parsing stays fast.
+:mod:`tcnlm_tf.decoders.registry`). Pure Python, so command-line parsing stays fast.
 """
 from __future__ import annotations
 

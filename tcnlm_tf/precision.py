@@ -18,7 +18,7 @@ first), and the layers built with :data:`FLOAT32` whatever the policy: the topic
 (TCNLM's and Topic-RNN's inference networks with their KL and reconstruction, TDLM's
 convolutional topic model, the LDA E-step), which cost little beside the language model.
 Checkpoints hold the float32 variables under every policy, so a run trained under one loads
-under any other, and exports (:mod:`tcnlm_tf.serving`) return float32.
+under any other, and exports (:mod:`tcnlm_tf.serving.module`) return float32.
 
 This module imports TensorFlow and Keras only when a model is built.
 """

@@ -83,8 +83,8 @@ def pytest_xdist_make_scheduler(config, log):
     one's run), and the files that share ``exports`` (:data:`EXPORT_FILES`) run in the same
     one, so it is built once: pytest-xdist's file scheduling with those files as one scope.
     (``--dist loadgroup`` with ``xdist_group`` marks did not group anything under pytest 9.2:
-    pytest-xdist renames ``item._nodeid``, which pytest 9.2 no longer reads; pytest-xdist
-    issue 1386.)"""
+    pytest-xdist renames ``item._nodeid``, which pytest 9.2 no longer reads:
+    pytest-dev/pytest-xdist#1386.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling

@@ -36,7 +36,7 @@ def digest(directory: Path) -> str:
 
 
 def main(out: str, models: list[str]) -> None:
-    from tcnlm_tf.run_directory import RunDirectory
+    from tcnlm_tf.runs.directory import RunDirectory
     from train.run import main as train
 
     found = {}

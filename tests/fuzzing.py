@@ -1,5 +1,5 @@
 """``python -m tests.fuzzing``: every option of every command, given non-finite, zero,
-negative and huge values (issue 27 item 8), each case run as the command line runs it and
+negative and huge values, each case run as the command line runs it and
 sorted by what the user sees.
 
 Each command runs in this process (``main(argv)``, so TensorFlow starts once) against a
@@ -97,7 +97,7 @@ def build_workspace(root: Path) -> dict[str, Path]:
     with contextlib.redirect_stdout(io.StringIO()):
         paths["export"] = export_main(["--run", str(paths["tcnlm"]), "--output-dir",
                                        str(root / "saved_models")])
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
     from evaluate.common import split_file
     with contextlib.redirect_stdout(io.StringIO()):
         paths["text"] = split_file(load_run(paths["tcnlm"]), "test")

@@ -1,4 +1,4 @@
-"""The ablations that separate topic information from architecture (issue 14): another
+"""The ablations that separate topic information from architecture: another
 document's context at evaluation, uniform topics at evaluation, and TCNLM trained on a
 constant t, whose perplexity then cannot depend on the topics."""
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluate.perplexity import main as perplexity
-from tcnlm_tf import pipeline
+from tcnlm_tf.data import pipeline
 from tests.conftest import REPO_ROOT, run_flags
 from tests.test_cli import assert_one_line_error
 from tests.test_evaluate import TINY

@@ -1,4 +1,4 @@
-"""The layers on every Keras 3 backend (issue 30): each layer case of
+"""The layers on every Keras 3 backend: each layer case of
 ``tests/test_keras_reuse.py`` runs under ``KERAS_BACKEND=jax`` and ``torch`` in a process of
 its own (``tests/backend_check.py``) with the weights the TensorFlow backend made, and must
 give the TensorFlow backend's outputs to 1e-5, train one step with finite gradients that are
@@ -128,7 +128,7 @@ print(json.dumps({"tensorflow": loaded, "mean": first.mean(0).tolist(),
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_gaussian_encoder_draws_from_its_posterior(backend, tmp_path):
-    """Issue 30 item 2: under JAX (TFP's JAX substrate) and PyTorch (no TFP substrate: the
+    """Under JAX (TFP's JAX substrate) and PyTorch (no TFP substrate: the
     reparameterisation and closed-form KL in keras.ops) theta is a draw mu + sigma * eps from
     q(theta|d) = N(mu, sigma^2), a fresh one each call, and the KL to N(mu_0, sigma_0^2) is
     the closed form."""

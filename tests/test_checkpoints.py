@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import checkpoint_paths, restore_newest_readable
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.runs import load_run
+from tcnlm_tf.runs.checkpoints import checkpoint_paths, restore_newest_readable
+from tcnlm_tf.runs.loading import load_run
 from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import main
 

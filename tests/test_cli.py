@@ -203,8 +203,9 @@ def test_runs_dir_defaults_to_the_environment_variable(monkeypatch, tmp_path):
     (["--data-dir", "data"], "--data-dir is where the files of --dataset"),
 ])
 def test_out_of_range_integer_settings_are_one_line_errors(flags, fragment, tmp_path, capsys):
-    """Found by fuzzing every numeric train.run option (issue 27 item 8): sizes past int32
-    reached TensorFlow as overflows, and negative or zero counts were accepted."""
+    """Every numeric train.run option refuses an out-of-range value with one line: sizes
+    past int32 would reach TensorFlow as overflows, and a negative or zero count would be
+    taken."""
     from train.run import main
 
     with pytest.raises(SystemExit) as exit_info:

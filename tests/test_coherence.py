@@ -1,5 +1,5 @@
-"""Tests of NPMI topic coherence over sliding windows (tcnlm_tf.coherence), under both of its
-conventions: Lau et al.'s toolkit (the default) and the "limit" one."""
+"""Tests of NPMI topic coherence over sliding windows (tcnlm_tf.metrics.coherence), under both
+of its conventions: Lau et al.'s toolkit (the default) and the "limit" one."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from tcnlm_tf.coherence import (coherence_summary, count_cooccurrences, npmi_matrix,
-                                topic_coherence)
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.metrics.coherence import (coherence_summary, count_cooccurrences, npmi_matrix,
+                                        topic_coherence)
 
 # Document 1 is the stream "a b c a d": with a window of 3 its whole windows are {a,b,c},
 # {b,c,a} and {c,a,d}. Document 2, "b d", is shorter than the window, so it is one whole window

@@ -119,9 +119,9 @@ def test_parallel_runs_share_the_cpus_unless_the_environment_says_otherwise(monk
 
 
 def test_a_row_without_runs_may_join_at_a_fixed_budget_but_no_budget_changes(tmp_path):
-    """A comparison may gain a --fixed-budget row none of whose runs exists yet (issue 26
-    adds its fixed-budget rows last); a budget of a row that has runs, or one given before,
-    may not change."""
+    """A comparison may gain a --fixed-budget row none of whose runs exists yet (fixed-budget
+    rows are added to a comparison last); a budget of a row that has runs, or one given
+    before, may not change."""
     from evaluate.compare import SETTINGS_FILE, check_settings
 
     base = {"dataset": "apnews", "max_epochs": 30}
@@ -342,9 +342,9 @@ def test_commit_records_needs_a_record_dir_in_a_git_work_tree(tmp_path, capsys):
 
 def test_a_second_comparison_of_one_directory_is_refused_while_the_first_runs(tmp_path,
                                                                              capsys):
-    """Fuzzing every command twice at once (issue 27 item 8): a second evaluate.compare of
-    one --name (a resubmitted job) trained its rows beside the first one's (``lstm-2``) and
-    tabulated them; it is now refused with one line while the first runs."""
+    """A second evaluate.compare of one --name (a resubmitted job) is refused with one line
+    while the first runs, rather than training its rows beside the first one's (``lstm-2``)
+    and tabulating them."""
     import os
     import sys
     import time
@@ -371,9 +371,10 @@ def test_a_second_comparison_of_one_directory_is_refused_while_the_first_runs(tm
 
 
 def test_a_comparison_started_in_another_directory_trains_its_rows(tmp_path, monkeypatch):
-    """Found fuzzing evaluate.compare in a working directory of its own (issue 27 item 8):
-    its rows' ``python -m train.run`` could not import the trainer ("training failed for
-    lstm") unless the project was on PYTHONPATH; relative paths stay relative to it."""
+    """evaluate.compare started in a working directory of its own trains its rows: their
+    ``python -m train.run`` imports this project's trainer without the project on
+    PYTHONPATH ("training failed for lstm" otherwise); relative paths stay relative to that
+    directory."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     results = compare(["--models", "lstm", "--runs-dir", "runs", "--cache-dir", "cache",

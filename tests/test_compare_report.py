@@ -106,8 +106,8 @@ def test_ablation_rows_name_their_topic_count_from_the_comparison_or_their_own_s
 
 
 def test_every_curve_of_a_large_comparison_has_its_own_look():
-    """Past the colour cycle's 10 colours a curve once took an earlier one's colour and
-    marker (issue 26's table of 13 rows showed lstm and lda_lstm alike)."""
+    """Past the colour cycle's 10 colours a curve must not take an earlier one's colour and
+    marker (a comparison of 13 rows would show lstm and lda_lstm alike)."""
     from evaluate.compare_report import curve_style, curves_png
 
     looks = [tuple(sorted(curve_style(i).items())) for i in range(40)]

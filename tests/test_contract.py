@@ -11,8 +11,9 @@ from tcnlm_tf.models.base import LanguageModel, TopicModel
 ROOT = Path(__file__).resolve().parent.parent
 #: the modules that work with any model (evaluate.sememes and the benchmarks are about one
 #: decoder or model and may use what only it has)
-GENERIC = ["tcnlm_tf/serving.py", "tcnlm_tf/generation.py", "tcnlm_tf/evaluation.py",
-           "tcnlm_tf/runs.py", "tcnlm_tf/pipeline.py", "tcnlm_tf/coherence.py",
+GENERIC = ["tcnlm_tf/serving/module.py", "tcnlm_tf/serving/generation.py",
+           "tcnlm_tf/metrics/evaluation.py", "tcnlm_tf/runs/loading.py",
+           "tcnlm_tf/data/pipeline.py", "tcnlm_tf/metrics/coherence.py",
            "train/trainer.py", "evaluate/perplexity.py", "evaluate/topics.py",
            "evaluate/coherence.py", "evaluate/infer.py", "evaluate/generate.py",
            "evaluate/recovery.py", "evaluate/gradients.py"]

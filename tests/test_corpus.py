@@ -4,9 +4,9 @@ import codecs
 
 import pytest
 
-from tcnlm_tf.corpus import parse_document, read_corpus_file, write_corpus_file
+from tcnlm_tf.data.corpus import parse_document, read_corpus_file, write_corpus_file
+from tcnlm_tf.data.vocab import Vocabulary, load_stopwords
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.vocab import Vocabulary, load_stopwords
 
 
 def test_parse_document_splits_sentences_on_tabs_and_tokens_on_spaces():
@@ -45,7 +45,7 @@ def test_write_then_read_round_trip(tmp_path):
     assert read_corpus_file(tmp_path / "x.txt")[0] == documents
 
 
-#: one small corpus in the encodings and line-end conventions editors save (issue 27 item 8)
+#: one small corpus in the encodings and line-end conventions editors save
 TEXT = "the cat sat\tit ran away\na dog barked\tthen it slept\n"
 DOCUMENTS = [[["the", "cat", "sat"], ["it", "ran", "away"]],
              [["a", "dog", "barked"], ["then", "it", "slept"]]]
@@ -61,9 +61,9 @@ SAVED_AS = {
 
 @pytest.mark.parametrize("kind", list(SAVED_AS))
 def test_every_saved_form_reads_as_the_same_documents(tmp_path, kind):
-    """Found fuzzing input files (issue 27 item 8): a UTF-8 mark was glued to the first word
-    (a word of its own in every vocabulary), a CR-only file was read as one document with
-    nothing reported, and a UTF-16 file's lines were all skipped."""
+    """Every form an editor saves reads the same: a UTF-8 mark is not glued to the first
+    word (which would make it a word of its own in every vocabulary), a CR-only file is not
+    one document, and a UTF-16 file's lines are not skipped."""
     path = tmp_path / "train.txt"
     path.write_bytes(SAVED_AS[kind])
     documents, stats = read_corpus_file(path)

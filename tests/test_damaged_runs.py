@@ -1,4 +1,4 @@
-"""A run directory with a damaged file (issue 27 item 5): config.json truncated, not JSON or
+"""A run directory with a damaged file: config.json truncated, not JSON or
 not an object; lm_vocab.txt deleted, one line short or a word twice. Evaluating it and
 resuming it each end in one line naming the file, never a traceback or blame on the
 checkpoints, and leave the file as it was."""

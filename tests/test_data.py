@@ -3,7 +3,7 @@ shared APNEWS sample."""
 import pytest
 
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data.loading import load_corpus
 from tcnlm_tf.errors import UserError
 
 
@@ -75,7 +75,7 @@ def _prepare(args):
     cache from scratch, as concurrent compare rows do."""
     barrier, cache_dir = args
     from tcnlm_tf.config import DataConfig as Config
-    from tcnlm_tf.data import load_corpus as load
+    from tcnlm_tf.data.loading import load_corpus as load
 
     barrier.wait()
     config = Config(dataset="synthetic", topic_min_docs=2,
@@ -101,11 +101,11 @@ def test_concurrent_preparation_of_one_corpus(tmp_path):
 
 
 def test_a_literal_pad_in_the_text_is_unk_and_still_counted(tmp_path):
-    """<pad> written in the text once kept <pad>'s id, which marks padding: the token
-    vanished from every loss and perplexity count (found fuzzing reserved tokens, issue 27
-    item 8). It is <unk> now; a literal <unk> stays <unk> and <eos> stays <eos>."""
-    from tcnlm_tf.data import encode_split
-    from tcnlm_tf.vocab import EOS, PAD, UNK
+    """<pad> written in the text is <unk>: keeping <pad>'s id, which marks padding, would
+    make the token vanish from every loss and perplexity count. A literal <unk> stays <unk>
+    and <eos> stays <eos>."""
+    from tcnlm_tf.data.loading import encode_split
+    from tcnlm_tf.data.vocab import EOS, PAD, UNK
 
     write_corpus(tmp_path / "data")
     corpus = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache")
@@ -117,12 +117,12 @@ def test_a_literal_pad_in_the_text_is_unk_and_still_counted(tmp_path):
 
 
 def test_reserved_words_written_in_the_text_are_reported(tmp_path, capsys):
-    """Fuzzing reserved tokens (issue 27 item 8): a corpus whose sentences already end in a
-    literal <eos> got a second <eos> after each, scoring every end twice, with nothing said.
-    The reading is kept (PTB-style files write <unk>), and each kind is reported once per
-    file, in training and in the evaluators' --text-file."""
+    """A corpus whose sentences already end in a literal <eos> gets a second <eos> after
+    each, scoring every end twice, so it must not pass in silence. The reading is kept
+    (PTB-style files write <unk>), and each kind is reported once per file, in training and
+    in the evaluators' --text-file."""
     from evaluate.common import read_documents
-    from tcnlm_tf.vocab import EOS, UNK
+    from tcnlm_tf.data.vocab import EOS, UNK
 
     write_corpus(tmp_path / "data", extra=f"a vote {EOS}\tthe {UNK} won {EOS}\n")
     logs = []
@@ -137,8 +137,8 @@ def test_reserved_words_written_in_the_text_are_reported(tmp_path, capsys):
 
 
 def test_a_stopword_list_that_is_not_there_is_an_error_even_with_a_cached_corpus(tmp_path):
-    """Found fuzzing train.run's options (issue 27 item 8): a mistyped --stopwords path gave
-    the cache key of no list, so a corpus cached with the default list was used in silence."""
+    """A mistyped --stopwords path is an error: it must not give the cache key of no list,
+    under which a corpus cached with the default list would be used in silence."""
     write_corpus(tmp_path / "data")
     load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=lambda _: None)
     with pytest.raises(UserError, match="stop-word list not found: .*typo.txt"):

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from pathlib import Path
     from tcnlm_tf.config import RunConfig
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
     from train.trainer import Trainer
 
     model, mode, workdir = sys.argv[1], sys.argv[2], Path(sys.argv[3])

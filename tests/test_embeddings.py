@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from tcnlm_tf.embeddings import load_vectors, read_header, read_vectors, write_vectors
+from tcnlm_tf.data.embeddings import load_vectors, read_header, read_vectors, write_vectors
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import MODELS
 from tests.conftest import TINY, run_flags
@@ -212,7 +212,7 @@ def workdir(tmp_path_factory):
 
 
 def trainer_for(workdir, flags, name):
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
     from train.run import build_parser, config_from_args
     from train.trainer import Trainer
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from tcnlm_tf.corpus import write_corpus_file
+from tcnlm_tf.data.corpus import write_corpus_file
 from tcnlm_tf.models.registry import MODELS
 from tests.conftest import TOPIC_MODELS
 from train.run import main as train
@@ -94,7 +94,7 @@ def test_a_rest_run_scored_on_the_preceding_text_only(tcnlm_run, tmp_path, capsy
     so preceding([s, s]) = rest([s, s]) / 2 + rest([s])."""
     from evaluate.common import read_documents, split_file
     from evaluate.perplexity import main
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
 
     sentence = next(s for d in read_documents(split_file(load_run(tcnlm_run[0]), "test"))
                     for s in d if 3 <= len(s) <= 12)
@@ -128,7 +128,7 @@ def test_topics_written_and_in_tensorboard(tcnlm_run):
 def test_coherence_summary(tcnlm_run):
     from evaluate.coherence import coherence, main
     from evaluate.common import read_documents, split_file
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
     result = main(run_args(tcnlm_run, "--window", "10"))
     assert set(result["per_n"]) == {5, 10, 15, 20}
     assert result["mean"] == pytest.approx(np.mean(list(result["per_n"].values())))
@@ -181,9 +181,9 @@ def test_generate_for_a_topic_and_a_mixture(tcnlm_run):
 def test_generation_without_unk(tcnlm_run):
     """With <unk> made by far the most likely word, greedy decoding emits only <unk>, and
     with allow_unk=False sampling emits words but no <unk>."""
-    from tcnlm_tf.evaluation import generate, topic_vector
-    from tcnlm_tf.pipeline import UNK_ID
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.data.pipeline import UNK_ID
+    from tcnlm_tf.metrics.evaluation import generate, topic_vector
+    from tcnlm_tf.runs.loading import load_run
     run = load_run(tcnlm_run[0])
     bias = run.model.softmax.head_bias
     bias.assign(tf.tensor_scatter_nd_update(bias, [[UNK_ID]], [50.0]))
@@ -215,8 +215,8 @@ def test_topics_rejects_a_non_positive_top_n(tcnlm_run, capsys):
 
 def test_topic_vector_conditions_generation(tcnlm_run):
     """Different one-hot topics change the next-word distribution (t enters the LM)."""
-    from tcnlm_tf.evaluation import topic_vector
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.metrics.evaluation import topic_vector
+    from tcnlm_tf.runs.loading import load_run
     run = load_run(tcnlm_run[0])
     inputs = tf.constant([[2, 5, 7]])
     dists = []
@@ -231,10 +231,10 @@ def test_topic_vector_conditions_generation(tcnlm_run):
 def test_recovery_reports_a_matched_cosine(tcnlm_run):
     from evaluate.recovery import main
     from evaluate.topics import topic_words
-    from tcnlm_tf import synthetic
-    from tcnlm_tf.data import source_dir
-    from tcnlm_tf.recovery import topic_recovery
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.data import synthetic
+    from tcnlm_tf.data.loading import source_dir
+    from tcnlm_tf.metrics.recovery import topic_recovery
+    from tcnlm_tf.runs.loading import load_run
     result = main(run_args(tcnlm_run))
     assert result["num_true"] == 4 and result["num_learned"] == 4
     assert len(result["matched"]) == 4

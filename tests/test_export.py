@@ -10,16 +10,16 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from tcnlm_tf.evaluation import corpus_nll, generate
+from tcnlm_tf.metrics.evaluation import corpus_nll, generate
 from tcnlm_tf.models.base import has_topics
 from tests.conftest import EXPORT_MODELS, REPO_ROOT, TOPIC_MODELS
 from tests.test_cli import assert_one_line_error
-from tcnlm_tf.runs import load_run
-from tcnlm_tf.serving import ServingModule
+from tcnlm_tf.runs.loading import load_run
+from tcnlm_tf.serving.module import ServingModule
 from evaluate.common import read_documents, split_file
 from evaluate.score import main as score_main
-from tcnlm_tf.metrics import perplexity
-from tcnlm_tf.pipeline import PAD_ID
+from tcnlm_tf.data.pipeline import PAD_ID
+from tcnlm_tf.metrics.perplexity import perplexity
 from train.export import main as export_main
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
@@ -294,7 +294,7 @@ def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name
 
 @pytest.mark.parametrize("name", ["lstm", "tcnlm"])
 def test_signatures_serve_over_long_and_non_utf8_inputs(exports, name):
-    """Fuzzing the serving inputs (issue 27 item 8): a 20,000-word sentence is scored whole
+    """Unusual serving inputs: a 20,000-word sentence is scored whole
     (sentences are never cut to the training --seq-len), and bytes that are not UTF-8 are
     words like any other, unknown to the vocabulary: <unk>, counted and scored."""
     _, out = exports

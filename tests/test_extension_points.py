@@ -1,8 +1,8 @@
 """The extension points, each used by something defined in this file alone, through the
 project's own commands with no other file edited: a new context field
-(:func:`tcnlm_tf.pipeline.register_context_field`) read by a new model (a
+(:func:`tcnlm_tf.data.pipeline.register_context_field`) read by a new model (a
 :class:`~tcnlm_tf.models.registry.ModelSpec` in :data:`~tcnlm_tf.models.registry.MODELS`),
-and a new decoder (:func:`tcnlm_tf.decoder_registry.register_decoder`) with an option and a
+and a new decoder (:func:`tcnlm_tf.decoders.registry.register_decoder`) with an option and a
 per-run preparation, each trained, evaluated and exported.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf import decoder_registry, pipeline
-from tcnlm_tf.baselines import target_counts
-from tcnlm_tf.decoders import Decoder
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.decoders.output_layers import Decoder
+from tcnlm_tf.decoders.registry import DECODERS, DecoderSpec, register_decoder
+from tcnlm_tf.metrics.baselines import target_counts
 from tcnlm_tf.models.base import Context
 from tcnlm_tf.models.lstm import LSTMLanguageModel
 from tcnlm_tf.models.registry import MODELS, ModelSpec, compare_rows
@@ -72,8 +73,8 @@ def context_length_model(monkeypatch):
 
 def test_a_context_field_and_its_model_train_evaluate_and_export(context_length_model,
                                                                  tmp_path):
-    from tcnlm_tf.data import load_corpus
-    from tcnlm_tf.evaluation import corpus_nll
+    from tcnlm_tf.data.loading import load_corpus
+    from tcnlm_tf.metrics.evaluation import corpus_nll
 
     run, _, documents, nll = trained_evaluated_exported(tmp_path, ["--model", "context_length"])
     assert isinstance(run.model, ContextLengthModel)
@@ -101,8 +102,8 @@ def trained_evaluated_exported(tmp_path, flags: list[str]):
     from evaluate.common import read_documents
     from evaluate.perplexity import main as perplexity_main
     from evaluate.score import main as score_main
-    from tcnlm_tf.evaluation import corpus_nll
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.metrics.evaluation import corpus_nll
+    from tcnlm_tf.runs.loading import load_run
     from train.export import main as export_main
     from train.run import main as train_main
 
@@ -175,17 +176,17 @@ class ScaledSoftmaxDecoder(Decoder):
 @pytest.fixture
 def scaled_softmax_decoder():
     """The decoder registered for one test."""
-    decoder_registry.register_decoder(decoder_registry.DecoderSpec(
+    register_decoder(DecoderSpec(
         "scaled", f"{__name__}:ScaledSoftmaxDecoder", "a softmax at a temperature",
         options=(Option("softmax_temperature", float, 1.0, "the softmax's temperature tau",
                         positive, "must be positive"),),
         compare_rows={"lstm-scaled": ("--softmax-temperature", "2")}))
     yield
-    del decoder_registry.DECODERS["scaled"]
+    del DECODERS["scaled"]
 
 
 def test_a_decoder_trains_evaluates_and_exports(scaled_softmax_decoder, tmp_path, capsys):
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
     from tcnlm_tf.models import build_model
     from train.run import main as train_main
 

@@ -1,5 +1,5 @@
 """Every option of a checked type (numbers, lists, KEY=VALUE) of every command, with
-non-finite, zero, negative and huge values (issue 27 item 8), run as the command line runs
+non-finite, zero, negative and huge values, run as the command line runs
 it by :mod:`tests.fuzzing`: each ends in a one-line error or a result, none in a traceback
 or a hang, and no refused case changes a trained run. (``python -m tests.fuzzing`` runs
 every option, paths and names included, and lets the training commands train.)"""

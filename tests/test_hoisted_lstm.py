@@ -102,8 +102,8 @@ def test_bfloat16_outputs_are_close_to_float32():
 def test_a_checkpoint_of_the_keras_lstm_model_loads_into_the_hoisted_one(tmp_path):
     """Models used keras.layers.LSTM before HoistedLSTM: their checkpoints name the same
     variables, restore completely and give the same log-probabilities."""
-    from tcnlm_tf.checkpoints import model_checkpoint
     from tcnlm_tf.models.lstm import LSTMLanguageModel
+    from tcnlm_tf.runs.checkpoints import model_checkpoint
 
     class KerasLSTMModel(LSTMLanguageModel):
         def make_layer(self, index):

@@ -1,7 +1,10 @@
-"""No module of the project imports, directly or through others, a module that imports it
-(issue 28): counted with every import, the ones inside functions too, since a cycle broken
-only by a late import still ties the two modules together (``tcnlm_tf.decoders`` and
-``tcnlm_tf.models.lstm`` were such a pair until ``TiedSoftmax`` moved to ``layers/``)."""
+"""No module of the project imports, directly or through others, a module that imports it:
+counted with every import, the ones inside functions too, since a cycle broken only by a
+late import still ties the two modules together (``tcnlm_tf.decoders.output_layers`` builds
+the layers of ``tcnlm_tf.models.lstm``, so the layers it builds live in ``layers/``, which
+imports nothing of the project). Modules are counted one by one, a subpackage such as
+``tcnlm_tf.data`` by its ``__init__``; the layers the imports follow are described in
+``docs/architecture.md``."""
 import ast
 
 from tests.conftest import REPO_ROOT
@@ -74,5 +77,5 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_module_imports_one_that_imports_it():
     graph = import_graph()
-    assert {"tcnlm_tf.decoders", "layers.tied_softmax", "train.run"} <= graph.keys()
+    assert {"tcnlm_tf.decoders.output_layers", "layers.tied_softmax", "train.run"} <= graph.keys()
     assert cycles(graph) == []

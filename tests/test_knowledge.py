@@ -1,4 +1,4 @@
-"""Tests of the word -> senses -> sememes knowledge bases (tcnlm_tf.knowledge)."""
+"""Tests of the word -> senses -> sememes knowledge bases (tcnlm_tf.data.knowledge)."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from tcnlm_tf import knowledge
-from tcnlm_tf import synthetic as syn
+from tcnlm_tf.data import knowledge
+from tcnlm_tf.data import synthetic as syn
 from tcnlm_tf.errors import UserError
+from tests.conftest import REPO_ROOT
 
 # A toy HowNet.txt in the SDLM authors' format. 苹果 has three records, the last two with the
 # same DEF (two English translations of one sense); 水果 has the same sememe set as 苹果's
@@ -287,9 +288,8 @@ def test_bad_spec(spec, message):
 
 
 def test_module_does_not_import_tensorflow():
-    code = "import sys, tcnlm_tf.knowledge; assert 'tensorflow' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True,
-                   cwd=syn.STOPWORDS_PATH.parents[2])
+    code = "import sys, tcnlm_tf.data.knowledge; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
 
 # ----------------------------------------------------------------------------- WordNet
@@ -354,8 +354,8 @@ def test_the_run_knowledge_base_follows_the_run_stop_word_list(wordnet_dir, tmp_
     from types import SimpleNamespace
 
     from tcnlm_tf.config import RunConfig
-    from tcnlm_tf.decoders import build_run_knowledge_base
-    from tcnlm_tf.vocab import Vocabulary
+    from tcnlm_tf.data.vocab import Vocabulary
+    from tcnlm_tf.decoders.output_layers import build_run_knowledge_base
 
     stopwords = tmp_path / "stop.txt"
     stopwords.write_text("# mine\ndog\n")

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 
 from layers.context_attention import ContextAttention, LateFusionLSTM
-from tcnlm_tf import pipeline
 from tcnlm_tf.config import ModelConfig, RunConfig
-from tcnlm_tf.data import SplitArrays, encode_split
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.loading import SplitArrays, encode_split
+from tcnlm_tf.data.vocab import LM_SPECIALS, TOPIC_SPECIALS, UNK, Vocabulary
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.lclm import LCLM
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.vocab import LM_SPECIALS, TOPIC_SPECIALS, UNK, Vocabulary
 from tests.conftest import TINY, run_flags
 
 N, W = 3, 2
@@ -85,8 +85,8 @@ def tiny_config(**options) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def serving_module():
-    from tcnlm_tf.runs import Run, _dummy_batch
-    from tcnlm_tf.serving import ServingModule
+    from tcnlm_tf.runs.loading import Run, _dummy_batch
+    from tcnlm_tf.serving.module import ServingModule
 
     config = tiny_config(context_sentences=N, context_words=W)
     model = build_model(config, LM, TOPIC)
@@ -312,9 +312,9 @@ def test_tiny_training_run_end_to_end(tmp_path):
     evaluate commands' path) gives the test perplexity training reported, and it generates
     from an empty document."""
     from evaluate.common import read_documents, split_file
-    from tcnlm_tf.evaluation import corpus_nll, generate
-    from tcnlm_tf.metrics import perplexity
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.metrics.evaluation import corpus_nll, generate
+    from tcnlm_tf.metrics.perplexity import perplexity
+    from tcnlm_tf.runs.loading import load_run
     from train.run import main
 
     flags = ["--model", "lclm", *MODELS["lclm"].test_flags, "--max-steps", "1000"]

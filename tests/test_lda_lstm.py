@@ -6,11 +6,11 @@ import tensorflow as tf
 from gensim.models import LdaModel
 
 from layers.lda import LDAInference
-from tcnlm_tf.data import SplitArrays, load_corpus
-from tcnlm_tf.evaluation import document_topics
+from tcnlm_tf.data.loading import SplitArrays, load_corpus
+from tcnlm_tf.metrics.evaluation import document_topics
 from tcnlm_tf.models.lda_lstm import LDA_FILE, LDALSTM, lda_documents
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.runs import load_run
+from tcnlm_tf.runs.loading import load_run
 from tests.conftest import TINY, run_flags
 from train.run import build_parser, config_from_args, main as train_main
 

@@ -1,8 +1,9 @@
 """Runs and an export made by an earlier version of the code (``tests/data/legacy``, written
 by ``python -m tests.legacy_fixture`` at the commit its ``expected.json`` names) resume to
 the same weights, evaluate to the same perplexity and export to the same scores, and the
-old export still scores the same through ``evaluate.score``: the refactors of issue 28 (and
-any later change) must keep every run users already have working.
+old export still scores the same through ``evaluate.score``: a change of the code (moving
+modules, splitting classes, rewriting a formula) must keep every run users already have
+working.
 
 On the machine that made the data (same CPU model and kernel-choosing features, same
 TensorFlow) every number must be equal bit for bit. Elsewhere TensorFlow may pick other
@@ -29,31 +30,31 @@ EXPECTED = json.loads((LEGACY / "expected.json").read_text())
 EXACT = EXPECTED["machine"] == machine()
 
 
-#: The known departures from bit for bit, by design. The first: issue 28 (item 5) moved
-#: Topic-RNN's KL(q(theta|d) || N(0, I)) from its hand-written closed form to TFP's
-#: ``kl_divergence`` (one Gaussian encoder for both topic models). TFP works from log(sigma)
-#: and expm1, so the gradient of the log-variance head rounds differently in the last bits:
-#: after the resumed steps these two weights differ from what the earlier code wrote by at
-#: most 4.7e-10 (3.4e-7 relative). Every other Topic-RNN weight, and its perplexity and
-#: scores, is bit for bit.
+#: The known departures from bit for bit, by design. The first: Topic-RNN's
+#: KL(q(theta|d) || N(0, I)) is TFP's ``kl_divergence`` (one Gaussian encoder for both topic
+#: models), where the code that made the data had a hand-written closed form. TFP works from
+#: log(sigma) and expm1, so the gradient of the log-variance head rounds differently in the
+#: last bits: after the resumed steps these two weights differ from what the earlier code
+#: wrote by at most 4.7e-10 (3.4e-7 relative). Every other Topic-RNN weight, and its
+#: perplexity and scores, is bit for bit.
 ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kernel/"
                          ".ATTRIBUTES/VARIABLE_VALUE",
                          "model/topic_rnn..inference_network..log_variance_bias/"
                          ".ATTRIBUTES/VARIABLE_VALUE"}}
-#: The second, by design too: issue 30 computes the mixture of softmaxes' target logits from
-#: the target's embedding row instead of gathering them from the [T, N, V] logits (1.16x the
-#: training throughput), so their gradients sum in another order. After the resumed steps
-#: every lstm-mos weight differs from what the earlier code wrote by at most 3e-8 (8e-6
-#: relative, on entries near zero): these are held to the cross-machine tolerance below. Its
-#: perplexity and export scores stay bit for bit.
+#: The second, by design too: the mixture of softmaxes computes its target logits from the
+#: target's embedding row, where the code that made the data gathered them from the [T, N, V]
+#: logits (1.16x the training throughput), so their gradients sum in another order. After the
+#: resumed steps every lstm-mos weight differs from what the earlier code wrote by at most 3e-8
+#: (8e-6 relative, on entries near zero): these are held to the cross-machine tolerance below.
+#: Its perplexity and export scores stay bit for bit.
 RESUMED_TO_ROUNDING = {"lstm-mos"}
-#: The third, by design: the posterior samples of TCNLM, the naive MoE and Topic-RNN come
-#: from a seed generator whose state a training checkpoint keeps (so a run resumes bit for
-#: bit), no longer from TensorFlow's per-process stream. An earlier run's resume-state file
-#: has no such state, so its resumed steps draw other samples: it still resumes, evaluates
-#: to the same perplexity and exports the same scores, but after the resumed steps its
-#: weights are the earlier ones moved by other noise, held to RESAMPLED_TOLERANCE (a few
-#: Adam steps at 1e-3; a weight restored wrongly, or not at all, is off by far more).
+#: The third, by design: the posterior samples of TCNLM, the naive MoE and Topic-RNN come from a
+#: seed generator whose state a training checkpoint keeps (so a run resumes bit for bit), not
+#: from TensorFlow's per-process stream as in the code that made the data. An earlier run's
+#: resume-state file has no such state, so its resumed steps draw other samples: it still
+#: resumes, evaluates to the same perplexity and exports the same scores, but after the resumed
+#: steps its weights are the earlier ones moved by other noise, held to RESAMPLED_TOLERANCE (a
+#: few Adam steps at 1e-3; a weight restored wrongly, or not at all, is off by far more).
 RESAMPLED = {"tcnlm", "tcnlm-preceding", "moe", "topic_rnn"}
 RESAMPLED_TOLERANCE = 2e-2
 
@@ -67,8 +68,8 @@ def assert_same(got, want, what: str = "", rounded: bool = False, exact: bool = 
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=what)
 
 
-#: re-exported and scored: one run of each decoder and of each context field (the parts
-#: issue 28's refactors move); exporting every run would double this file's time
+#: re-exported and scored: one run of each decoder and of each context field (the parts a
+#: refactor is likeliest to move); exporting every run would double this file's time
 EXPORTED = ["tcnlm-preceding", "tdlm", "lclm", "sdlm", "lstm-adaptive", "lstm-mos",
             "lstm-tied", "lstm-stream"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data.loading import load_corpus
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
 from tests.conftest import TINY, TINY_EPOCH, TINY_MODELS

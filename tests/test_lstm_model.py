@@ -85,10 +85,10 @@ def test_tied_embeddings_share_the_input_matrix():
 def test_checkpoint_keys_do_not_depend_on_models_built_before(name):
     """Checkpoints key variables by path, so a model must get the same paths however many
     models the process built before (an auto-numbered layer name would break load_run)."""
-    from tcnlm_tf.checkpoints import variable_map
     from tcnlm_tf.config import ModelConfig, RunConfig
+    from tcnlm_tf.data.vocab import UNK, Vocabulary
     from tcnlm_tf.models import build_model
-    from tcnlm_tf.vocab import UNK, Vocabulary
+    from tcnlm_tf.runs.checkpoints import variable_map
 
     small = {"num_topics": 3, "num_factors": 4, "ntm_hidden_units": [8], "num_filters": 3,
              "topic_dim": 5}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.models.base import LanguageModel, ModelOutput
 
 # A 5-word vocabulary (0 <pad>, 1 <unk>, 2 <eos>, 3, 4) with fixed next-word probabilities.

@@ -82,7 +82,7 @@ def _run_single(args: list[str]) -> None:
 
 
 def _weights(run_dir) -> tuple[list[np.ndarray], str]:
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
 
     run = load_run(run_dir)
     return [w.numpy() for w in run.model.weights], run.checkpoint

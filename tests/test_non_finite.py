@@ -6,9 +6,9 @@ import math
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import checkpoint_paths
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data.loading import load_corpus
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.runs.checkpoints import checkpoint_paths
 from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import NonFiniteLoss, Trainer

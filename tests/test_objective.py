@@ -1,4 +1,4 @@
-"""TCNLM's objective made exact (issue 14, item 5): a sentence cut into several sequences
+"""TCNLM's objective is exact: a sentence cut into several sequences
 counts its topic-model term once (or each document once, ``--ntm-weighting document``), and
 the gradient clip sees the unscaled model's gradients whatever ``--topic-word-scale`` and
 ``--topic-kernel-scale`` are."""
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf import pipeline
 from tcnlm_tf.config import ModelConfig, RunConfig
-from tcnlm_tf.data import encode_split
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.loading import encode_split
+from tcnlm_tf.data.vocab import LM_SPECIALS, TOPIC_SPECIALS, UNK, Vocabulary
 from tcnlm_tf.models import build_model
-from tcnlm_tf.vocab import LM_SPECIALS, TOPIC_SPECIALS, UNK, Vocabulary
 from train.trainer import clip_gradients
 
 WORDS = [f"w{i}" for i in range(20)]
@@ -110,7 +110,7 @@ def test_gradients_command_reports_both_norms(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gradients(["--resume"])
     assert "drop --resume" in capsys.readouterr().err
-    # found fuzzing (issue 27 item 8): the vectors were never loaded, even from no file
+    # the vectors would never be loaded, so --embeddings is refused, even with no file
     with pytest.raises(SystemExit):
         gradients(["--model", "tdlm", "--embeddings", str(tmp_path / "no-such-vectors.bin")])
     assert "--embeddings would load the word vectors: drop it" in capsys.readouterr().err

@@ -3,9 +3,9 @@ context, and document lanes that rebuild each document's token stream."""
 import numpy as np
 import pytest
 
-from tcnlm_tf import pipeline
-from tcnlm_tf.data import encode_split
-from tcnlm_tf.vocab import Vocabulary, LM_SPECIALS, TOPIC_SPECIALS, UNK
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.loading import encode_split
+from tcnlm_tf.data.vocab import Vocabulary, LM_SPECIALS, TOPIC_SPECIALS, UNK
 
 WORDS = [f"w{i}" for i in range(10)]
 LM = Vocabulary(list(LM_SPECIALS) + WORDS, unk=UNK)
@@ -182,7 +182,7 @@ def authors_tokens(path):
 
 def test_stream_without_line_ends_is_the_sdlm_authors_token_stream(tmp_path):
     from tcnlm_tf.config import DataConfig
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
 
     lines = {"train": ["朋友 电话 里 说 ， 送 给 你 。", "新华社 北京 <date> 电 （ <N> ） 。",
                        "来到 <unk> ， 有的 说 ： “ 我们 ！ ” 。"],

@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 from evaluate.common import read_documents, split_file
-from tcnlm_tf import pipeline
 from tcnlm_tf.config import RunConfig
-from tcnlm_tf.evaluation import corpus_nll
-from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.metrics.evaluation import corpus_nll
+from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.precision import building, cpu_has_bf16
-from tcnlm_tf.runs import encode_documents, load_run
+from tcnlm_tf.runs.loading import encode_documents, load_run
 from tests.conftest import TINY, TINY_MODELS, run_flags
 from train.run import main
 
@@ -89,7 +89,7 @@ def test_float32_runs_resume_under_mixed_bfloat16(tmp_path):
 def test_exports_compute_in_float32(tmp_path):
     """A mixed_bfloat16 run's export computes in float32: its score signature returns
     float32 and equals the float32 evaluation of the same weights."""
-    from tcnlm_tf.serving import ServingModule
+    from tcnlm_tf.serving.module import ServingModule
     from train.export import export
 
     run_dir = train(tmp_path, "lstm", TINY_MODELS["lstm"], "mixed_bfloat16")
@@ -107,7 +107,7 @@ def test_mixed_float16_skips_overflowing_steps(tmp_path):
     """mixed_float16 scales the loss: a scale so large that the float16 gradients overflow
     skips the step (weights and step count unchanged, no non-finite-loss stop) and halves
     the scale; the next steps apply."""
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
     from train.trainer import Trainer
 
     run_dir = train(tmp_path, "lstm", TINY_MODELS["lstm"], "mixed_float16")

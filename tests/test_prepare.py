@@ -1,4 +1,5 @@
-"""Raw text to the TDLM corpus format: tcnlm_tf.prepare and the ``python -m train.prepare`` CLI."""
+"""Raw text to the TDLM corpus format: tcnlm_tf.data.prepare and the ``python -m train.prepare``
+CLI."""
 
 from __future__ import annotations
 
@@ -11,16 +12,10 @@ from pathlib import Path
 import pytest
 from nltk.tokenize.punkt import PunktSentenceTokenizer
 
+from tcnlm_tf.data.prepare import (assign_splits, parse_fractions, prepare_corpus,
+                                   read_raw_documents, tokenize_document, tokenize_sentence,
+                                   train_sentence_splitter)
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.prepare import (
-    assign_splits,
-    parse_fractions,
-    prepare_corpus,
-    read_raw_documents,
-    tokenize_document,
-    tokenize_sentence,
-    train_sentence_splitter,
-)
 from train.prepare import main
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -210,9 +205,9 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     ids=["UTF-8 mark", "CR line ends", "UTF-16 with its mark"],
 )
 def test_input_saved_in_other_forms_prepares_the_same_corpus(tmp_path, encode):
-    """Found fuzzing input files (issue 27 item 8): with --encoding utf-8 (the default) a
-    CR-only file was one document and a UTF-16 file turned into one-letter tokens (a UTF-8
-    mark was already dropped by the tokenizer)."""
+    """Input saved in other forms prepares the same corpus with --encoding utf-8 (the
+    default): a CR-only file is not one document, a UTF-16 file does not turn into
+    one-letter tokens, and a UTF-8 mark is dropped by the tokenizer."""
     text = "\n".join(RAW_DOCUMENTS) + "\n"
     (tmp_path / "plain.txt").write_bytes(text.encode("utf-8"))
     (tmp_path / "saved.txt").write_bytes(encode(text))

@@ -12,10 +12,10 @@ import tensorflow as tf
 from benchmarks.probe_tdlm_topics import (attention_concentration, empty_contexts,
                                           gradient_parts, main, shared_groups)
 from evaluate.common import read_documents, split_file
-from tcnlm_tf import pipeline
-from tcnlm_tf.evaluation import document_topics
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.metrics.evaluation import document_topics
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.runs import encode_documents, load_run
+from tcnlm_tf.runs.loading import encode_documents, load_run
 from tests.conftest import run_flags
 from tests.test_evaluate import TINY
 from train.run import main as train

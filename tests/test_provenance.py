@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from evaluate.record import main as record
-from tcnlm_tf import provenance
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs import provenance
+from tcnlm_tf.runs.directory import RunDirectory
 from tests.conftest import REPO_ROOT, TINY_MODELS
 from tests.determinism_check import digest
 from train.run import main as train
@@ -137,7 +137,7 @@ def test_config_errors_are_one_line(tmp_path, extra, message):
 
 def test_every_setting_of_a_run_has_a_flag():
     """--config re-runs every field, and a user can set each one on the command line."""
-    from tcnlm_tf.command_line import FIELDS, build_parser
+    from tcnlm_tf.cli.command_line import FIELDS, build_parser
 
     destinations = {action.dest for action in build_parser()._actions}
     missing = {section: sorted(names - destinations) for section, names in FIELDS.items()}

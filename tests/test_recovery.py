@@ -1,11 +1,12 @@
-"""Tests of matching learned topics to the synthetic corpus's true topics (tcnlm_tf.recovery)."""
+"""Tests of matching learned topics to the synthetic corpus's true topics
+(tcnlm_tf.metrics.recovery)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.recovery import topic_recovery
+from tcnlm_tf.metrics.recovery import topic_recovery
 
 WORDS = [f"word{i}" for i in range(200)]
 

@@ -1,4 +1,4 @@
-"""A run does not depend on the directory it was started from (issue 27 item 2): it stores
+"""A run does not depend on the directory it was started from: it stores
 its data location absolute, is evaluated and resumed from another working directory, and
 when its corpus moved, the evaluators and --resume take --data-dir or $TCNLM_DATA_DIR."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from evaluate.perplexity import main as perplexity
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import source_dir
+from tcnlm_tf.data.loading import source_dir
 from tests.conftest import TINY_EPOCH
 from train.run import main as train
 

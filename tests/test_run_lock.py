@@ -1,4 +1,4 @@
-"""One writer per run directory (tcnlm_tf.runlock): two trainings started on one --run-name
+"""One writer per run directory (tcnlm_tf.runs.lock): two trainings started on one --run-name
 end in two directories, each with its own configuration, weights and numbers; a resume of a
 run another process is training is a one-line error; a crashed holder leaves no stale
 lock."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tcnlm_tf.runlock import holder, try_lock
+from tcnlm_tf.runs.lock import holder, try_lock
 from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
 from tests.test_cli import assert_one_line_error
 from train.run import main
@@ -72,7 +72,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     """The kernel drops a killed process's lock: the lock file stays, the lock does not."""
     directory = tmp_path / "run"
     holder_process = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tcnlm_tf.runlock import try_lock; "
+        [sys.executable, "-c", "import sys, time; from tcnlm_tf.runs.lock import try_lock; "
          "lock = try_lock(sys.argv[1]); print('locked', flush=True); time.sleep(600)",
          str(directory)], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     assert holder_process.stdout.readline().strip() == "locked"
@@ -106,7 +106,7 @@ def test_exports_at_once_take_one_version_each_and_bad_output_dirs_are_one_line(
 
 
 def test_evaluators_run_twice_at_once_on_one_run_both_finish_whole(tmp_path):
-    """Every command twice at once on one run (issue 27 item 8), for the evaluators that
+    """Every command twice at once on one run, for the evaluators that
     write into it: each output (topics.txt, coherence.json) is written
     under a name of its own process and renamed into place, so two at once both exit 0 and
     the file is one whole copy of the same content, never a mix of two."""

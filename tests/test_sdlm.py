@@ -9,14 +9,14 @@ import pytest
 import tensorflow as tf
 
 from evaluate.sememes import main as sememes_main
-from tcnlm_tf import knowledge
 from tcnlm_tf.config import RunConfig
-from tcnlm_tf.data import load_corpus
-from tcnlm_tf.decoders import knowledge_base_path
-from tcnlm_tf.evaluation import corpus_nll
+from tcnlm_tf.data import knowledge
+from tcnlm_tf.data.loading import load_corpus
+from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID
+from tcnlm_tf.decoders.output_layers import knowledge_base_path
+from tcnlm_tf.metrics.evaluation import corpus_nll
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.pipeline import EOS_ID, PAD_ID
-from tcnlm_tf.runs import load_run
+from tcnlm_tf.runs.loading import load_run
 from tests.conftest import TINY, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer

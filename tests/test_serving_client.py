@@ -14,7 +14,7 @@ import pytest
 from evaluate.serving_client import (ServingClient, ServingError, build_request,
                                      parse_response, predict_url)
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.mixtures import topic_mixture
+from tcnlm_tf.serving.mixtures import topic_mixture
 from tests.conftest import REPO_ROOT
 from tests.serving_stub import PredictHandler
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tcnlm_tf.config import RunConfig
-from tcnlm_tf.runlock import is_held, try_lock
+from tcnlm_tf.runs.lock import is_held, try_lock
 from train.status import age, main
 
 

@@ -1,4 +1,4 @@
-"""Tests of the synthetic HMM-LDA corpus and its exact oracle (tcnlm_tf.synthetic)."""
+"""Tests of the synthetic HMM-LDA corpus and its exact oracle (tcnlm_tf.data.synthetic)."""
 from __future__ import annotations
 
 import collections
@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from tcnlm_tf import synthetic as syn
+from tcnlm_tf.data import synthetic as syn
 from tcnlm_tf.errors import UserError
+from tests.conftest import REPO_ROOT
 
 TINY = syn.SyntheticConfig(num_topics=3, content_vocab_size=30, train_docs=20, valid_docs=5,
                            test_docs=5, min_sentences=2, max_sentences=4)
@@ -55,8 +56,8 @@ def brute_force_log_prob(truth, theta, sentence):
 
 
 def test_module_is_pure_numpy():
-    code = "import sys, tcnlm_tf.synthetic; assert 'tensorflow' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=syn.STOPWORDS_PATH.parents[2])
+    code = "import sys, tcnlm_tf.data.synthetic; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
 
 def test_same_config_same_corpus_and_truth():

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf import pipeline, synthetic
-from tcnlm_tf.data import encode_split, load_corpus, source_dir
+from tcnlm_tf.data import pipeline, synthetic
+from tcnlm_tf.data.loading import encode_split, load_corpus, source_dir
+from tcnlm_tf.data.vocab import UNK, Vocabulary
 from tcnlm_tf.models.registry import MODELS
-from tcnlm_tf.vocab import UNK, Vocabulary
 from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
@@ -143,7 +143,7 @@ def test_labels_task_and_tags_on_the_synthetic_corpus(workdir):
     metrics = main(TINY_EPOCH + TDLM + ["--doc-labels", str(labels), "--doc-tags", str(tags)]
                    + run_flags(workdir, "ext"))
     assert "valid_labels_correct" in metrics["epochs"][-1]
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.runs.loading import load_run
     run = load_run(workdir / "runs" / "ext")
     dominant = set(topics["train"].tolist())
     assert run.model.topic_model.num_tags == len(dominant) + 1      # t<k> and "all"

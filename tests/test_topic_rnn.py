@@ -12,11 +12,11 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from evaluate.scalars import epoch_means
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
+from tcnlm_tf.data.vocab import load_stopwords
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context
 from tcnlm_tf.models.registry import MODELS
 from tcnlm_tf.models.topic_rnn import TopicRNN, stop_word_mask
-from tcnlm_tf.vocab import load_stopwords
 from tests.conftest import TINY_EPOCH, run_flags
 
 V, TOPIC_V, K, H = 12, 9, 3, 6
@@ -256,8 +256,8 @@ def test_tiny_run_trains_and_logs_its_terms(tmp_path):
     a uniform guess, both model terms reach TensorBoard, and the loaded run's topics put
     no mass on stop words; the loaded run keeps its stop mask after its --stopwords file
     has changed."""
-    from tcnlm_tf.runs import load_run
-    from tcnlm_tf.vocab import DEFAULT_STOPWORDS
+    from tcnlm_tf.data.vocab import DEFAULT_STOPWORDS
+    from tcnlm_tf.runs.loading import load_run
     from train.run import main as train
 
     stopwords = tmp_path / "stop.txt"

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data.loading import load_corpus
 from tcnlm_tf.models.registry import MODELS
 from train.run import build_parser, config_from_args, main
 from train.trainer import Trainer
@@ -174,9 +174,9 @@ def test_resume_refuses_a_changed_vocabulary(workdir, sentence_run, capsys):
 
 def test_best_checkpoint_reloads_to_the_same_test_perplexity(sentence_run):
     """A run reloaded in a new model reproduces the test perplexity measured in training."""
-    from tcnlm_tf.evaluation import corpus_nll
-    from tcnlm_tf.metrics import perplexity
-    from tcnlm_tf.runs import load_run
+    from tcnlm_tf.metrics.evaluation import corpus_nll
+    from tcnlm_tf.metrics.perplexity import perplexity
+    from tcnlm_tf.runs.loading import load_run
     from evaluate.common import read_documents, split_file
 
     run_dir, metrics = sentence_run

@@ -2,8 +2,8 @@
 most frequent 0.1 %, document frequency)."""
 import collections
 
-from tcnlm_tf.vocab import (EOS, PAD, UNK, Vocabulary, build_lm_vocab, build_topic_vocab,
-                            load_stopwords, word_counts)
+from tcnlm_tf.data.vocab import (EOS, PAD, UNK, Vocabulary, build_lm_vocab, build_topic_vocab,
+                                 load_stopwords, word_counts)
 
 
 def test_lm_vocab_threshold_order_and_specials():

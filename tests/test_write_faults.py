@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tcnlm_tf import corpus as corpus_module
-from tcnlm_tf.checkpoints import checkpoint_paths
+from tcnlm_tf.data import corpus as corpus_module
+from tcnlm_tf.runs.checkpoints import checkpoint_paths
 from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
 from tests.test_cli import assert_one_line_error
 from train.run import main

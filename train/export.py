@@ -4,7 +4,7 @@ Writes ``saved_models/<name>/<version>/``, TF Serving's numbered-version layout:
 is one more than the highest already there (1 for the first export), so a running server
 that watches ``saved_models/<name>`` picks the new one up. The signatures, with string
 inputs and the vocabulary lookups inside the graph, are described in
-:mod:`tcnlm_tf.serving`; list them with ``saved_model_cli show --all --dir <version dir>``.
+:mod:`tcnlm_tf.serving.module`; list them with ``saved_model_cli show --all --dir <version dir>``.
 The export computes in float32 whatever ``--precision`` the run trained in.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory
 
 
 def next_version(model_dir: Path) -> int:
@@ -27,9 +27,9 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     """Export the run in ``run_dir`` to ``output_dir/<name>/<next version>``; returns it."""
     import tensorflow as tf
 
-    from tcnlm_tf.runlock import try_lock
-    from tcnlm_tf.runs import load_run
-    from tcnlm_tf.serving import ServingModule
+    from tcnlm_tf.runs.loading import load_run
+    from tcnlm_tf.runs.lock import try_lock
+    from tcnlm_tf.serving.module import ServingModule
 
     # float32 whatever precision the run trained in: a serving machine need not compute
     # bfloat16 or float16 fast, and the weights are float32 anyway

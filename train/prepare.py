@@ -1,11 +1,11 @@
-"""``python -m train.prepare``: raw text to the corpus format (see :mod:`tcnlm_tf.prepare`)."""
+"""``python -m train.prepare``: raw text to the corpus format (see :mod:`tcnlm_tf.data.prepare`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from tcnlm_tf import prepare
 from tcnlm_tf.arguments import integer, random_seed
+from tcnlm_tf.data import prepare
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 DESCRIPTION = """\

@@ -13,21 +13,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf import provenance
-from tcnlm_tf.command_line import (build_parser, config_from_args, config_from_file,
-                                   resumed_config)
+from tcnlm_tf.cli.command_line import (build_parser, config_from_args, config_from_file,
+                                       resumed_config)
 from tcnlm_tf.config import RunConfig
-from tcnlm_tf.data import load_corpus
+from tcnlm_tf.data.loading import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.precision import warn_if_slow
-from tcnlm_tf.run_directory import RunDirectory
-from tcnlm_tf.runlock import RunLock, holder, try_lock
+from tcnlm_tf.runs import provenance
+from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.lock import RunLock, holder, try_lock
 
 
 def choose_run_dir(args: argparse.Namespace, config: RunConfig, claim: bool = False
                    ) -> tuple[Path, RunLock | None]:
     """``--runs-dir/--run-name`` and, with ``claim``, this process's lock on it
-    (:mod:`tcnlm_tf.runlock`). A fresh run never overwrites one with checkpoints, nor one
+    (:mod:`tcnlm_tf.runs.lock`). A fresh run never overwrites one with checkpoints, nor one
     that another process holds: it gets the next free ``-2``, ``-3``... suffix (printed)."""
     default = f"{config.data.dataset}-{config.model.model}"
     if config.model.mode != "sentence":
@@ -174,8 +174,8 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
                   strategy, new_rate: float | None, stop) -> dict[str, Any]:
     """:func:`_train`'s work while ``stop`` (a :class:`train.stopping.StopRequests`) records
     SIGTERM and Ctrl-C."""
-    from tcnlm_tf import baselines
-    from tcnlm_tf.metrics import perplexity
+    from tcnlm_tf.metrics import baselines
+    from tcnlm_tf.metrics.perplexity import perplexity
     from train.trainer import TESTED, Trainer, count_parameters
 
     trainer = Trainer(config, corpus, run_dir, strategy=strategy)

@@ -6,7 +6,7 @@ checkpoint.
 
 Every run directory (one with a ``config.json``) directly under ``--runs-dir`` or one level
 down (a comparison's runs, ``<runs-dir>/<comparison>/<run>``) is listed. A run is
-*running* while a process holds its lock (:mod:`tcnlm_tf.runlock`), *finished* once its
+*running* while a process holds its lock (:mod:`tcnlm_tf.runs.lock`), *finished* once its
 ``metrics.json`` has a test perplexity, and otherwise *to resume* from its newest checkpoint
 (or *not started* without one). Reads files only: it starts no TensorFlow, and it probes a
 run's lock for an instant without keeping it.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tcnlm_tf.config import RunConfig, default_runs_dir
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.run_directory import RunDirectory
-from tcnlm_tf.runlock import holder, is_held
+from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.lock import holder, is_held
 
 #: metrics.json's ``stopped`` -> how the table says it
 STOPPED = {"early_stopping": "patience", "epochs": "epoch cap", "max_steps": "--max-steps"}

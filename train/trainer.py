@@ -33,8 +33,8 @@ custom loop with ``strategy.run``:
   one a single process takes. Only the chief writes the run directory; the other workers
   save their (collective) checkpoints to a scratch directory and delete them, and restore
   the chief's;
-* the run directory's files are named by :class:`tcnlm_tf.run_directory.RunDirectory`;
-  validation and test run the one evaluation loop, :func:`tcnlm_tf.evaluation.summed_nll`;
+* the run directory's files are named by :class:`tcnlm_tf.runs.directory.RunDirectory`;
+  validation and test run the one evaluation loop, :func:`tcnlm_tf.metrics.evaluation.summed_nll`;
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms and each
   task's loss (``train/<task>_loss``) under ``train/<name>``, ``valid/perplexity`` and
@@ -57,18 +57,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import model_checkpoint, restore_newest_readable
-from tcnlm_tf import decoders
 from tcnlm_tf.config import RunConfig, carries_state
-from tcnlm_tf.corpus import atomic_write, write_text
-from tcnlm_tf.data import Corpus
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.corpus import atomic_write, write_text
+from tcnlm_tf.data.loading import Corpus
+from tcnlm_tf.decoders import output_layers
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.evaluation import summed_nll
-from tcnlm_tf.metrics import perplexity
+from tcnlm_tf.metrics.evaluation import summed_nll
+from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, Task
-from tcnlm_tf import pipeline
-from tcnlm_tf.run_directory import RunDirectory
+from tcnlm_tf.runs.checkpoints import model_checkpoint, restore_newest_readable
+from tcnlm_tf.runs.directory import RunDirectory
 from train.distribution import SUM, is_chief, make_strategy, replica_slice
 from train.stopping import StopRequests
 
@@ -164,7 +164,7 @@ class Trainer:
         self.run_files, self.own_files = RunDirectory(self.run_dir), RunDirectory(self.files_dir)
         if not self.chief:
             atexit.register(shutil.rmtree, self.files_dir, ignore_errors=True)
-        decoders.prepare_run(config, corpus, self.files_dir, log)
+        output_layers.prepare_run(config, corpus, self.files_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
         #: mixed_float16: dynamic loss scaling (bfloat16 has float32's range and needs none)
@@ -200,7 +200,7 @@ class Trainer:
         self.writer = (tf.summary.create_file_writer(str(self.run_files.tensorboard))
                        if self.chief else tf.summary.create_noop_writer())
         self.history: list[dict[str, Any]] = []
-        #: one entry per train.run invocation that trained this run (tcnlm_tf.provenance)
+        #: one entry per train.run invocation that trained this run (tcnlm_tf.runs.provenance)
         self.provenance: list[dict[str, Any]] = []
         # Keras keeps the dropout layers' random-seed states outside model.weights
         weights = {id(w) for w in self.model.weights}

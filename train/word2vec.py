@@ -18,13 +18,13 @@ import zlib
 from pathlib import Path
 
 from tcnlm_tf.arguments import finite_float, integer, random_seed
+from tcnlm_tf.cli.command_line import key_value
 from tcnlm_tf.config import (DATASETS, DataConfig, check_data_dir_given, default_cache_dir,
                              default_data_dir)
-from tcnlm_tf.corpus import read_corpus_file
-from tcnlm_tf.data import source_dir
-from tcnlm_tf.embeddings import BINARY, TEXT, write_vectors
+from tcnlm_tf.data.corpus import read_corpus_file
+from tcnlm_tf.data.embeddings import BINARY, TEXT, write_vectors
+from tcnlm_tf.data.loading import source_dir
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.command_line import key_value
 
 FORMATS = (BINARY, TEXT)
 

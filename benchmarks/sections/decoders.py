@@ -1,7 +1,7 @@
 """The ``decoders`` section: the output layers ``softmax`` (tied full softmax, the
 reference), ``adaptive``, ``sdlm`` and ``mos``, built with
-``tcnlm_tf.decoders.make_output_layer`` as ``benchmarks/bench_decoders.py`` builds them, at
-each vocabulary size of ``--vocab-sizes``.
+``tcnlm_tf.decoders.output_layers.make_output_layer`` as ``benchmarks/bench_decoders.py``
+builds them, at each vocabulary size of ``--vocab-sizes``.
 
 One step is the forward and backward pass of ``-mean(layer.target_log_prob(hidden,
 targets))`` for hidden states [b, l, n_h] (normal noise; b, l = ``--decoder-batch``,
@@ -18,7 +18,7 @@ import argparse
 
 from benchmarks.harness import gradient_step, print_table, ratio, time_contenders, unique
 from tcnlm_tf.arguments import finite_float, integer, integer_list
-from tcnlm_tf.decoder_registry import decoder_spec
+from tcnlm_tf.decoders.registry import decoder_spec
 from tcnlm_tf.errors import UserError
 
 #: the output layers and their reference
@@ -63,7 +63,7 @@ def check(args: argparse.Namespace) -> None:
 
 
 def decoder_options(knowledge_base, cutoffs, num_bases: int, mixtures: int) -> dict:
-    """The options of each of :data:`DECODERS` for ``decoders.make_output_layer``: a tied
+    """The options of each of :data:`DECODERS` for ``output_layers.make_output_layer``: a tied
     softmax, the adaptive softmax with ``cutoffs``, the SDLM decoder over ``knowledge_base``
     (left normalisation, ``num_bases`` R) and MoS with ``mixtures`` softmaxes."""
     return {"softmax": {"tie": True},
@@ -84,7 +84,7 @@ def zipf_targets(rng, vocab_size: int, shape: tuple[int, ...], exponent: float):
 
 
 def random_knowledge_base(vocab_size: int, seed: int):
-    """A random :class:`~tcnlm_tf.knowledge.KnowledgeBase` over the words ``"0".."V-1"`` with
+    """A random :class:`~tcnlm_tf.data.knowledge.KnowledgeBase` over the words ``"0".."V-1"`` with
     the sparsity Gu et al. (2018, Sec. 3.3) report for HowNet: 3.4 sememe experts per word
     and 22 senses per expert.
 
@@ -97,7 +97,7 @@ def random_knowledge_base(vocab_size: int, seed: int):
     private. Deterministic in ``seed``."""
     import numpy as np
 
-    from tcnlm_tf.knowledge import KnowledgeBase
+    from tcnlm_tf.data.knowledge import KnowledgeBase
 
     rng = np.random.default_rng(seed)
     senses_per_word = rng.integers(1, MAX_SENSES_PER_WORD + 1, size=vocab_size)
@@ -135,7 +135,8 @@ def run(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     from layers.adaptive_softmax import default_cutoffs
-    from tcnlm_tf import decoders, knowledge
+    from tcnlm_tf.data import knowledge
+    from tcnlm_tf.decoders import output_layers
 
     b, L, H, E = args.decoder_batch, args.decoder_seq_len, args.hidden_size, args.input_size
     print(f"decoders, forward + backward: hidden states [{b}, {L}, {H}], embedding {E}, "
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> None:
         hidden = tf.Variable(rng.normal(size=(b, L, H)).astype("float32"), name="hidden")
         contenders = {}
         for name in DECODERS:
-            layer = decoders.make_output_layer(name, options[name], V, H, embedding)
+            layer = output_layers.make_output_layer(name, options[name], V, H, embedding)
             layer.target_log_prob(hidden[:1, :1], targets[:1, :1])  # builds it eagerly
             contenders[name] = gradient_step(
                 lambda layer=layer: -tf.reduce_mean(layer.target_log_prob(hidden, targets)),

@@ -30,10 +30,10 @@ from benchmarks.harness import (name_list, print_table, ratio, synthetic_flags,
                                 time_contenders, train_run_config)
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.config import DATASETS, default_cache_dir
-from tcnlm_tf.decoder_registry import decoder_rows
+from tcnlm_tf.data.synthetic import SyntheticConfig
+from tcnlm_tf.decoders.registry import decoder_rows
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import MODELS, compare_rows
-from tcnlm_tf.synthetic import SyntheticConfig
 
 #: the reference row
 REFERENCE_MODEL = "lstm"
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: 3)")
     models.add_argument("--synthetic", action="append", default=[], metavar="KEY=VALUE",
                         help="synthetic-corpus setting (a field of "
-                             "tcnlm_tf.synthetic.SyntheticConfig), repeatable; applies to "
+                             "tcnlm_tf.data.synthetic.SyntheticConfig), repeatable; applies to "
                              "the synthetic corpora of the models and scaling sections "
                              "(scaling sets train_docs itself)")
 
@@ -95,8 +95,8 @@ def run(args: argparse.Namespace) -> None:
     inputs); all (row, precision) pairs alternate in the same rounds."""
     import tensorflow as tf
 
-    from tcnlm_tf import knowledge
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data import knowledge
+    from tcnlm_tf.data.loading import load_corpus
     from train.trainer import Trainer, count_parameters
 
     rows_of = compare_rows()

@@ -7,8 +7,8 @@ with ``hoist=True`` (the same LSTM with x W + b computed for all L steps before 
 which the project's LSTM models run under a reduced precision); ``TC-LSTM, step by step``,
 i.e. ``keras.layers.RNN(TopicCompositionalLSTMCell(..., input_gates_given=False))`` from
 ``initial_state=cell.topic_state(t)``, which computes the input half of eq. 13-14 inside the
-recurrence (how the layer used to run); ``TC-LSTM (layer)``, ``TopicCompositionalLSTM`` on
-``[x, t]``, which computes it for all L steps before the loop; ``MoE LSTM``,
+recurrence (the baseline of the hoisting); ``TC-LSTM (layer)``, ``TopicCompositionalLSTM``
+on ``[x, t]``, which computes it for all L steps before the loop; ``MoE LSTM``,
 ``keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K))``.
 
 The loss is the sum of the outputs [B, L, n_h] (MoE: [B, L, K n_h]). Besides the time, the

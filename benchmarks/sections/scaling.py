@@ -67,7 +67,7 @@ def one_epoch(flags: list[str], cache_dir: Path) -> dict[str, float]:
     """Trains one epoch of the run ``python -m train.run FLAGS`` would start, in a fresh
     temporary run directory: ``tokens`` (predicted training tokens), ``wall`` (seconds of
     ``train_epoch()`` + ``end_epoch()``), ``rate`` (the trainer's tokens/s)."""
-    from tcnlm_tf.data import load_corpus
+    from tcnlm_tf.data.loading import load_corpus
     from train.trainer import Trainer
 
     quiet = lambda _: None  # noqa: E731

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tcnlm_tf.config import RunConfig
+    from tcnlm_tf.data.vocab import Vocabulary
     from tcnlm_tf.models.base import LanguageModel
-    from tcnlm_tf.vocab import Vocabulary
 
 
 def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocabulary",
@@ -23,10 +23,10 @@ def build_model(config: "RunConfig", lm_vocab: "Vocabulary", topic_vocab: "Vocab
     """A fresh, unbuilt model for ``config.model.model``, its layers under the dtype policy
     of ``config.train.precision`` (:mod:`tcnlm_tf.precision`); ``run_dir``: the run
     directory whose files the model reads (e.g. an SDLM decoder's ``knowledge_base.npz``)."""
+    from tcnlm_tf.data.pipeline import CONTEXT_FIELDS
+    from tcnlm_tf.data.vocab import TOPIC_SPECIALS
     from tcnlm_tf.errors import UserError
-    from tcnlm_tf.pipeline import CONTEXT_FIELDS
     from tcnlm_tf.precision import building
-    from tcnlm_tf.vocab import TOPIC_SPECIALS
 
     model_class = spec_of(config.model.model).model_class()
     # every context field but a weight is made of topic-vocabulary ids

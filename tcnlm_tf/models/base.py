@@ -1,7 +1,7 @@
 """The contract every language model in this project follows.
 
 A model is a ``keras.Model`` whose ``call(batch, training, state)`` takes a batch dict (see
-:mod:`tcnlm_tf.pipeline`) and returns a :class:`ModelOutput`: the log-probability of every
+:mod:`tcnlm_tf.data.pipeline`) and returns a :class:`ModelOutput`: the log-probability of every
 target, the state to carry to the next batch (document mode) and any auxiliary loss. The
 training loop, the evaluators, serving and the perplexity computation only ever see the
 contract :class:`LanguageModel` declares, so a new model is one subclass plus a registry
@@ -14,7 +14,7 @@ the project). What a subclass can tell the generic code:
 * ``create(config, lm_vocab, topic_vocab, run_dir)``: build itself from a run's configuration;
 * ``context_inputs``: which document-context fields its batches need (``"bow"``: the
   topic-vocabulary ids of the document minus the sentence; ``"preceding"``: those of each
-  preceding sentence; any field of :data:`tcnlm_tf.pipeline.CONTEXT_FIELDS`), and
+  preceding sentence; any field of :data:`tcnlm_tf.data.pipeline.CONTEXT_FIELDS`), and
   ``context_options``: the sizes the pipeline makes them with; the generic code reads both
   through ``context_spec``;
 * ``document_features(split, arrays)``: per-document side inputs of a split (TDLM's tags),
@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from tcnlm_tf.config import DataConfig, RunConfig
-    from tcnlm_tf.data import Corpus, SplitArrays
-    from tcnlm_tf.pipeline import ContextSpec
-    from tcnlm_tf.vocab import Vocabulary
+    from tcnlm_tf.data.loading import Corpus, SplitArrays
+    from tcnlm_tf.data.pipeline import ContextSpec
+    from tcnlm_tf.data.vocab import Vocabulary
 
 
 def token_nll(target_log_probs: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
@@ -92,7 +92,7 @@ class Task:
     (e.g. TDLM's topic model, Lau et al. 2017 Sec. 3.3).
 
     ``batches(split, arrays, batch_size, shuffle_seed)``: a ``tf.data.Dataset`` of batch
-    dicts for the split named ``split`` with :class:`~tcnlm_tf.data.SplitArrays` ``arrays``
+    dicts for the split named ``split`` with :class:`~tcnlm_tf.data.loading.SplitArrays` ``arrays``
     (shuffled by the seed, one order per seed);
     ``loss_terms(batch, training)``: ``{"loss_sum": summed loss, "count": how many items it
     sums over, "metrics": {name: sums}}`` for one per-replica batch (the loop divides by the
@@ -116,7 +116,7 @@ class LanguageModel(keras.Model):
     """Base class: subclasses implement ``create`` and ``call`` and, where they need them,
     the hooks below."""
 
-    #: batch fields of document context the model reads (see tcnlm_tf.pipeline)
+    #: batch fields of document context the model reads (see tcnlm_tf.data.pipeline)
     context_inputs: tuple[str, ...] = ()
     #: V, the size of the LM vocabulary it predicts
     vocab_size: int
@@ -139,19 +139,19 @@ class LanguageModel(keras.Model):
     @property
     def context_spec(self) -> "ContextSpec":
         """The document context of the model's batches, built once
-        (:class:`tcnlm_tf.pipeline.ContextSpec`): its ``context_inputs`` made with its
+        (:class:`tcnlm_tf.data.pipeline.ContextSpec`): its ``context_inputs`` made with its
         ``context_options``, with the run's ``max_bow`` and context protocol once
         :meth:`configure_context` has set them (:func:`tcnlm_tf.models.build_model` does),
         else with the defaults."""
         if self._context_spec is None:
-            from tcnlm_tf.pipeline import ContextSpec
+            from tcnlm_tf.data.pipeline import ContextSpec
             self._context_spec = ContextSpec(self.context_inputs,
                                              options=dict(self.context_options))
         return self._context_spec
 
     def configure_context(self, data: "DataConfig") -> None:
         """Build :attr:`context_spec` for a run's data configuration ``data``."""
-        from tcnlm_tf.pipeline import ContextSpec
+        from tcnlm_tf.data.pipeline import ContextSpec
         self._context_spec = ContextSpec(self.context_inputs, data.max_bow,
                                          dict(self.context_options), data.context)
 

@@ -10,7 +10,7 @@ N = ``context_sentences``, W = ``context_words``, e = ``embedding_dim``, H = hid
 * context (:meth:`LCLM.context`): the N sentences just before the sentence in its document
   (fewer at the document's start), each as the bag of its topic-vocabulary words (stop words
   and rare words removed, the vocabulary of every topic model here), first W of them: the
-  batch field ``preceding`` [B, N, W] (:func:`tcnlm_tf.pipeline.preceding_sentences`).
+  batch field ``preceding`` [B, N, W] (:func:`tcnlm_tf.data.pipeline.preceding_sentences`).
   ``s_l = (1 / |bag_l|) Σ_{w in bag_l} E_c[w]``, the mean of a context embedding E_c
   (separate from the LM's input embedding, over the topic vocabulary): ``s`` [B, N, e]. A
   sentence with no topic word, or none at all (before the document's start), is masked out.

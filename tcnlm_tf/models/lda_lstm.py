@@ -43,7 +43,7 @@ LDA_FILE = Path("lda") / "lda.model"
 
 
 def lda_documents(split) -> list[list[tuple[int, int]]]:
-    """Every document of a :class:`~tcnlm_tf.data.SplitArrays` as gensim's bag of words:
+    """Every document of a :class:`~tcnlm_tf.data.loading.SplitArrays` as gensim's bag of words:
     sorted (topic-vocabulary id, count) pairs; id 0 (padding) is left out."""
     bounds = split.topic_offsets[split.doc_offsets]
     documents = []

@@ -4,8 +4,8 @@
 ``num_layers`` recurrent layers, each followed by dropout (rate 0.4 in the papers; the last,
 on the vector g the output layer reads, may have its own rate, ``output_dropout``) -> an
 output distribution over the vocabulary (:meth:`~RecurrentLanguageModel.make_output_layer`,
-one of the decoders of :mod:`tcnlm_tf.decoders`): adaptive softmax (Grave et al. 2016) by
-default, a full softmax, a full softmax whose weights are the input embedding
+one of the decoders of :mod:`tcnlm_tf.decoders.output_layers`): adaptive softmax (Grave et
+al. 2016) by default, a full softmax, a full softmax whose weights are the input embedding
 (:class:`layers.TiedSoftmax`), the sememe-driven decoder or a mixture of softmaxes.
 Subclasses change only how the document context enters (:meth:`~RecurrentLanguageModel.context`,
 :meth:`~RecurrentLanguageModel.make_layer`, :meth:`~RecurrentLanguageModel.run_layer`), the
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from layers.hoisted_lstm import HoistedLSTM
 from layers.initializers import PYTORCH_EMBEDDING_RANGE, pytorch_lstm_initializers
-from tcnlm_tf import decoders
+from tcnlm_tf.decoders import output_layers
 from tcnlm_tf.models.base import Context, LanguageModel, ModelOutput
 
 
@@ -34,11 +34,12 @@ class RecurrentLanguageModel(LanguageModel):
     [B, L]; ``state`` is a list of ``[h, c]`` pairs, one per layer.
 
     ``decoder`` names the output layer and ``decoder_options`` its settings (see
-    :func:`tcnlm_tf.decoders.make_output_layer`): ``{"cutoffs": (2000,)}`` for ``adaptive``
-    (``()``: a full softmax), ``{"tie": True}`` for a tied ``softmax``, ``{"mixtures": 10}``
-    for ``mos``, ``{"knowledge_base": KnowledgeBase, "num_bases": 5, "normalization":
-    "left"}`` for ``sdlm``. ``output_dropout``: the rate of the dropout after the last
-    recurrent layer (None: ``dropout``; the SDLM authors use 0.2 + 0.5 * dropout there).
+    :func:`tcnlm_tf.decoders.output_layers.make_output_layer`): ``{"cutoffs": (2000,)}`` for
+    ``adaptive`` (``()``: a full softmax), ``{"tie": True}`` for a tied ``softmax``,
+    ``{"mixtures": 10}`` for ``mos``, ``{"knowledge_base": KnowledgeBase, "num_bases": 5,
+    "normalization": "left"}`` for ``sdlm``. ``output_dropout``: the rate of the dropout after
+    the last recurrent layer (None: ``dropout``; the SDLM authors use 0.2 + 0.5 * dropout
+    there).
     ``init``: ``"keras"`` (Keras's initialisers) or ``"pytorch"`` (the SDLM authors': the
     embedding ``U(-0.1, 0.1)`` and every layer :meth:`make_layer` makes here as
     ``torch.nn.LSTM`` starts, :mod:`layers.initializers`; a subclass's own layers keep their
@@ -76,7 +77,7 @@ class RecurrentLanguageModel(LanguageModel):
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
                     output_dropout=m.output_dropout, embeddings_file=m.option("embeddings"),
                     init=m.init,
-                    **decoders.output_arguments(config, lm_vocab, run_dir))
+                    **output_layers.output_arguments(config, lm_vocab, run_dir))
 
     def embedding_tables(self) -> list[tuple[Any, str]]:
         """The model's word-embedding tables that ``--embeddings`` initialises, as
@@ -91,7 +92,7 @@ class RecurrentLanguageModel(LanguageModel):
         the log. Subclasses with one-off work of their own call this first."""
         if not self.embeddings_file:
             return
-        from tcnlm_tf.embeddings import read_vectors
+        from tcnlm_tf.data.embeddings import read_vectors
 
         vocabularies = {"lm": list(corpus.lm_vocab.words),
                         "topic": list(corpus.topic_vocab.words)}
@@ -111,7 +112,7 @@ class RecurrentLanguageModel(LanguageModel):
     def make_output_layer(self, decoder: str, options: dict[str, Any]) -> keras.layers.Layer:
         """The output distribution: a layer mapping hidden [..., output_size] to
         log-probabilities [..., V], with ``target_log_prob(hidden, targets)``."""
-        return decoders.make_output_layer(decoder, options, self.vocab_size, self.output_size,
+        return output_layers.make_output_layer(decoder, options, self.vocab_size, self.output_size,
                                           self.embedding)
 
     @property

@@ -19,7 +19,7 @@ import importlib
 from typing import Any, Callable, Mapping
 
 from tcnlm_tf.arguments import int_list
-from tcnlm_tf.decoder_registry import decoder_rows
+from tcnlm_tf.decoders.registry import decoder_rows
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.options import Option, options_by_name, positive, positive_list, positive_or_none
 
@@ -36,7 +36,7 @@ TOPIC_WORD_SCALE = Option("topic_word_scale", float, 30.0,
                           "the topic model's word logits are this times their weights, so Adam "
                           "moves them this many times faster (1 = plain)", positive,
                           "must be positive")
-#: how per-example document-context terms are weighted (tcnlm_tf.pipeline, context_weight)
+#: how per-example document-context terms are weighted (tcnlm_tf.data.pipeline, context_weight)
 WEIGHTINGS = ("sentence", "document")
 NTM_WEIGHTING = Option("ntm_weighting", str, WEIGHTINGS[0],
                        "weight of each example's topic-model term: sentence (eq. 17 once per "
@@ -245,7 +245,7 @@ def models_with(option: str) -> list[str]:
     return [name for name, spec in MODELS.items() if option in spec.option_names]
 
 
-#: the model the decoders' compare rows train (:func:`tcnlm_tf.decoder_registry.decoder_rows`)
+#: the model the decoders' compare rows train (:func:`tcnlm_tf.decoders.registry.decoder_rows`)
 DECODER_ROWS_MODEL = "lstm"
 
 

@@ -5,13 +5,13 @@ decoder: a sememe predictor (eq. 4), sememe experts scoring their own senses wit
 functions over shared basis matrices (eq. 5, 6, 10), their sparse product over senses (eq. 7-8)
 and the sum of a word's senses (eq. 9); sense output embeddings are the word input embeddings
 (Sec. 3.4). The decoder is :class:`layers.sememe_decoder.SememeDecoder`, built by
-:mod:`tcnlm_tf.decoders` over the run's ``--knowledge-base`` (``synthetic`` on the synthetic
-corpus, ``wordnet`` elsewhere unless given). Because it is an output layer, every language
-model of the project takes it with ``--decoder sdlm`` (e.g. ``--model tcnlm --decoder sdlm``);
-``--model sdlm`` is the paper's own pairing with the plain LSTM; of its Table 1's sizes
-(Zaremba et al.'s medium and large, and AWD-LSTM) ``--preset medium`` is the medium one,
-trained as a token stream
-(``--mode stream --optimizer sgd``, see the README).
+:mod:`tcnlm_tf.decoders.output_layers` over the run's ``--knowledge-base`` (``synthetic`` on the
+synthetic corpus, ``wordnet`` elsewhere unless given). Because it is an output layer, every
+language model of the project takes it with ``--decoder sdlm`` (e.g.
+``--model tcnlm --decoder sdlm``); ``--model sdlm`` is the paper's own pairing with the plain
+LSTM; of its Table 1's sizes (Zaremba et al.'s medium and large, and AWD-LSTM) ``--preset
+medium`` is the medium one, trained as a token stream (``--mode stream --optimizer sgd``, see
+the README).
 """
 from __future__ import annotations
 

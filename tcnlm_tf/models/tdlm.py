@@ -39,8 +39,8 @@ choice is ours:
 * topic-model dropout, keep probability 0.4 (``--topic-dropout`` 0.6 as a drop rate), on s
   and, by ``--topic-dropout-on``: ``embeddings`` (default, the code: the document's word
   embeddings before the convolution, each element dropped on its own) or ``document`` (the
-  text, Sec. 3.3: "on d and s"; this project's behaviour before issue 23, and what a run
-  saved before it was trained with). Dropping 60 % of the 20 features of d can leave the
+  text, Sec. 3.3: "on d and s"; what a run saved before ``--topic-dropout-on`` existed was
+  trained with). Dropping 60 % of the 20 features of d can leave the
   attention nothing to tell documents apart: on a toy LDA corpus the topic model trained
   that way collapsed onto one topic. The LM's dropout, keep 0.6 (``--dropout`` 0.4), hits
   its input embeddings and every LSTM layer's output, as both say;
@@ -48,8 +48,8 @@ choice is ours:
 * the topic model's input is the topic-vocabulary words of the document, first m3 (the
   code's ``tm_ignore``: stop words, symbols and clitics, rare words and the most frequent
   0.1 % of *all* word types of the training split removed; ``--topic-top-among lm_vocab``
-  takes the 0.1 % of the LM vocabulary instead, as this project did before issue 23 and as
-  runs saved before it keep; on the APNEWS sample and the synthetic corpus both rules give
+  takes the 0.1 % of the LM vocabulary instead, as runs saved before that option existed
+  keep; on the APNEWS sample and the synthetic corpus both rules give
   the same vocabulary), and padding takes no part in the max over time (ours; the code
   pools over padding too); its examples are the document's topic words cut into consecutive
   chunks of m1, each with the whole document as input (the code); its softmax is over the
@@ -81,8 +81,8 @@ import numpy as np
 import tensorflow as tf
 
 from layers.topic_attention import ConvolutionalTopicModel, TopicGate
-from tcnlm_tf import pipeline
-from tcnlm_tf.corpus import utf8_lines
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.corpus import utf8_lines
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context, Task, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
@@ -147,7 +147,7 @@ class TDLM(RecurrentLanguageModel, TopicModel):
 
     @classmethod
     def create(cls, config, lm_vocab, topic_vocab, run_dir=None):
-        from tcnlm_tf.data import source_dir
+        from tcnlm_tf.data.loading import source_dir
 
         m = config.model
         extra = {}
@@ -229,8 +229,8 @@ class TDLM(RecurrentLanguageModel, TopicModel):
     def _document_reader(self, split, arrays):
         """The split's arrays as tensors, made once per dataset: its padded topic ids, each
         document's end in them [D], and ``read(documents [B])``, the topic model's input for
-        those whole documents (their context fields, :func:`tcnlm_tf.pipeline.document_context`,
-        and per-document features)."""
+        those whole documents (their context fields,
+        :func:`tcnlm_tf.data.pipeline.document_context`, and per-document features)."""
         ids = pipeline.padded_ids(arrays.topic_ids)
         sentence_starts = tf.constant(arrays.topic_offsets)
         bounds = tf.constant(np.stack([arrays.doc_offsets[:-1], arrays.doc_offsets[1:]], axis=1))

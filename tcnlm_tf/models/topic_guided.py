@@ -15,7 +15,7 @@ Eq. 17 is applied per (sentence, document minus the sentence) pair, as the paper
 every sentence brings its own topic-model term, so on the APNEWS sample (13.8 sentences
 per document) the topic model weighs about 14 times what a per-document ELBO gives it. An
 example is a sequence of at most L targets, not a sentence: each example's term is weighted
-by ``batch["context_weight"]`` (:mod:`tcnlm_tf.pipeline`), 1 / (the sequences of its
+by ``batch["context_weight"]`` (:mod:`tcnlm_tf.data.pipeline`), 1 / (the sequences of its
 sentence), so a sentence cut into three sequences still counts its term once. With
 ``--ntm-weighting document`` the weight is 1 / (the sequences of its document) instead: each
 document's term counts once per epoch.
@@ -153,7 +153,7 @@ class NaiveMoE(TopicGuidedLanguageModel):
 
     def make_layer(self, index: int) -> keras.layers.Layer:
         # an explicit cell name keeps checkpoint keys (variable paths) the same in a process
-        # that builds several models; it is the name the first one used to get by default
+        # that builds several models; it is the name Keras gives the first one by default
         cell = MixtureOfExpertsLSTMCell(self.hidden_size, self.num_topics,
                                         name="mixture_of_experts_lstm_cell")
         return keras.layers.RNN(cell,

@@ -27,12 +27,12 @@ with one reparameterised sample of theta per sentence (the posterior mean at eva
 
 The KL is the paper's: once per document (its ELBO is a document's words plus one KL), so
 each sentence example weighs its KL by ``batch["context_weight"]`` = 1 / (the document's
-examples in the epoch) (:mod:`tcnlm_tf.pipeline`, ``--ntm-weighting document``, this
+examples in the epoch) (:mod:`tcnlm_tf.data.pipeline`, ``--ntm-weighting document``, this
 model's default). Charging the whole KL once per sentence instead (``--ntm-weighting
-sentence``, what this project did before) multiplies the price of information in theta by
+sentence``) multiplies the price of information in theta by
 the document's sentence count, and the optimum is then a theta at the prior: on the
 synthetic corpus Topic-RNN trained that way stayed at the LSTM's perplexity; weighted per
-document it does not (RESULTS.md, issue 23).
+document it does not (RESULTS.md).
 ``ModelOutput.target_log_probs`` holds the marginal log p(y_t | h_t, theta), so the
 training loop's NLL is the honest one; ``aux_loss`` adds, for every real target,
 
@@ -44,7 +44,7 @@ then exactly -(joint log-likelihood) + KL, the negative ELBO.
 
 The stop mask l(i) over the LM vocabulary is 1 for the words of the run's stop-word list
 (``--stopwords``, default the project's own), for the tokens that no topic may hold
-(:func:`tcnlm_tf.vocab.is_topic_word`: punctuation, numbers, clitics such as ``'s``; the
+(:func:`tcnlm_tf.data.vocab.is_topic_word`: punctuation, numbers, clitics such as ``'s``; the
 paper's corpora had none of these, and left as content words they took the top of every
 topic) and for ``<eos>`` and ``<pad>``; it is 0 for the other words and for ``<unk>``. It is
 a constant of the model: a fresh run writes its stop words to ``stop_words.txt`` in the run
@@ -62,12 +62,12 @@ import tensorflow as tf
 
 from layers.topic_model import BagOfWords
 from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
-from tcnlm_tf.corpus import write_lines
+from tcnlm_tf.data.corpus import write_lines
+from tcnlm_tf.data.pipeline import UNK_ID
+from tcnlm_tf.data.vocab import EOS, PAD, is_topic_word, load_stopwords
 from tcnlm_tf.models.base import Context, ModelOutput, TopicModel
 from tcnlm_tf.models.lstm import RecurrentLanguageModel
-from tcnlm_tf.pipeline import UNK_ID
 from tcnlm_tf.precision import FLOAT32
-from tcnlm_tf.vocab import EOS, PAD, is_topic_word, load_stopwords
 
 #: the run's stop words (the LM-vocabulary words with l(i) = 1), one per line
 STOP_WORDS_FILE = "stop_words.txt"
@@ -194,7 +194,7 @@ class TopicRNN(RecurrentLanguageModel, TopicModel):
         exp(m + b), a product of the first sum's terms with a per-document [B, V] vector
         (a batched matrix-vector product). Two ``reduce_logsumexp`` over [..., V] cost one
         more exponential, subtraction and sum over the whole [B, L, V] tensor, forward and
-        backward (the output's step took 6-10 % longer, RESULTS.md, issue 25). The product
+        backward (the output's step takes 6-10 % longer, measured in RESULTS.md). The product
         loses only terms below float32's smallest normal number, at most V * 2^-126 in
         all; where the sum is too small for that to be negligible (below V * 2^-102, which
         needs one document's topic biases to span more than about 60 nats, and the word

@@ -22,12 +22,12 @@ from typing import Callable
 import h5py
 import numpy as np
 
-from tcnlm_tf import synthetic
 from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
-from tcnlm_tf.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.data import synthetic
+from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.data.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
+                                 word_counts, EOS, PAD, UNK)
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
-                            word_counts, EOS, PAD, UNK)
 
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics

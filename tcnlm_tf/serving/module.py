@@ -40,7 +40,7 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
 
 How the context enters follows the run's training: models with document-context inputs
 read ``documents`` through the same builder as training
-(:func:`tcnlm_tf.pipeline.document_context`) and the model's own ``context``: the topic
+(:func:`tcnlm_tf.data.pipeline.document_context`) and the model's own ``context``: the topic
 models the first ``max_bow`` topic-vocabulary words of the document (in training, the
 document minus the sentence, or with ``--context preceding`` the text before it), a model
 that reads ``preceding`` (the LCLM) the topic words of the document's last N sentences, so
@@ -62,13 +62,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tcnlm_tf import pipeline
 from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES, carries_state
-from tcnlm_tf.generation import generate_ids
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID, UNK_ID
+from tcnlm_tf.data.vocab import PAD
 from tcnlm_tf.models.base import Context, has_topics
-from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
-from tcnlm_tf.runs import Run
-from tcnlm_tf.vocab import PAD
+from tcnlm_tf.runs.loading import Run
+from tcnlm_tf.serving.generation import generate_ids
 
 SCALAR_SEED = tf.TensorSpec([], tf.int64, name="seed")
 SCALAR_TEMPERATURE = tf.TensorSpec([], tf.float32, name="temperature")
@@ -144,7 +144,7 @@ class _ModelHolder:
 class ServingModule(tf.Module):
     """A run's model, vocabularies and settings as TF functions with string inputs.
 
-    Build it from a :class:`~tcnlm_tf.runs.Run`; :meth:`signatures` gives the functions to
+    Build it from a :class:`~tcnlm_tf.runs.loading.Run`; :meth:`signatures` gives the functions to
     export. The same functions run eagerly on the in-memory model, which is how the tests
     compare an export with the model it came from.
     """
@@ -169,7 +169,7 @@ class ServingModule(tf.Module):
         # and how its documents input is read
         self.model_type = tf.Variable(run.config.model.model, trainable=False, name="model_type")
         self.context_kind = tf.Variable(self.context_rule(), trainable=False, name="context_kind")
-        # a literal <pad> in the text is <unk>, as in training (tcnlm_tf.data.encode_split)
+        # a literal <pad> in the text is <unk>, as in training (tcnlm_tf.data.loading.encode_split)
         self.lm_table = _table([w if w != PAD else "" for w in run.lm_vocab.words], UNK_ID)
         self.lm_words = tf.constant(run.lm_vocab.words, tf.string)
         self.vocab_size = len(run.lm_vocab)

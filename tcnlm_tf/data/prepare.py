@@ -24,8 +24,8 @@ Pipeline
    their first ``max_doc_tokens`` tokens (and counted); documents with no token are skipped.
 4. **Split** (:func:`assign_splits`): a shuffle seeded by ``seed`` assigns documents to
    train/valid/test by the given fractions; each split keeps the input's document order.
-5. **Write** (:func:`tcnlm_tf.corpus.write_lines`): each file is written to a temporary file in the
-   output directory and renamed into place. Existing output files are only replaced with
+5. **Write** (:func:`tcnlm_tf.data.corpus.write_lines`): each file is written to a temporary
+   file in the output directory and renamed into place. Existing output files are only replaced with
    ``force=True``.
 
 Everything a user can get wrong (missing input, no usable documents, bad fractions, output
@@ -48,7 +48,7 @@ from typing import Callable, Iterable, Sequence
 from nltk.tokenize import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
 
-from tcnlm_tf.corpus import decode_text, format_document, write_lines
+from tcnlm_tf.data.corpus import decode_text, format_document, write_lines
 from tcnlm_tf.errors import UserError
 
 SPLIT_NAMES = ("train", "valid", "test")
@@ -62,7 +62,7 @@ PROGRESS_EVERY = 10_000
 # Undecodable bytes are first decoded to this lone surrogate (which no codec produces from
 # valid input), so they can be counted per line before being shown as U+FFFD.
 _UNDECODABLE_MARK = "\udcff"
-_MARK_ERRORS = "tcnlm_tf.prepare.mark_undecodable"
+_MARK_ERRORS = "tcnlm_tf.data.prepare.mark_undecodable"
 codecs.register_error(_MARK_ERRORS, lambda err: (_UNDECODABLE_MARK, err.end))
 
 _HARD_BREAK = re.compile(r"\t|\n[^\S\n]*\n")
@@ -176,7 +176,7 @@ def _list_input_files(root: Path, pattern: str, exclude: Path | None) -> list[Pa
 
 def _decode(data: bytes, encoding: str) -> str:
     """Decode with undecodable bytes marked by :data:`_UNDECODABLE_MARK`; a file that starts
-    with a byte-order mark is read as the mark says (:func:`tcnlm_tf.corpus.decode_text`)."""
+    with a byte-order mark is read as the mark says (:func:`tcnlm_tf.data.corpus.decode_text`)."""
     try:
         return decode_text(data, encoding, errors=_MARK_ERRORS)
     except LookupError:
@@ -187,7 +187,7 @@ def _decode(data: bytes, encoding: str) -> str:
 
 def _lines(text: str) -> list[str]:
     """Lines of ``text`` split at LF, CRLF or a lone CR (classic Mac OS files), as
-    :func:`tcnlm_tf.corpus.utf8_lines` splits them; form feeds and U+2028 stay inside a
+    :func:`tcnlm_tf.data.corpus.utf8_lines` splits them; form feeds and U+2028 stay inside a
     line."""
     lines = re.split(r"\r\n?|\n", text)
     return lines[:-1] if len(lines) > 1 and lines[-1] == "" else lines

@@ -2,7 +2,7 @@
 make (:func:`config_from_args`, :func:`resumed_config`), a library that the command, the
 evaluators that take training flags (``evaluate.gradients``, ``evaluate.knowledge_base``),
 ``evaluate.compare`` and the benchmarks share. Every model's and decoder's flags come from
-their registries (:mod:`tcnlm_tf.models.registry`, :mod:`tcnlm_tf.decoder_registry`).
+their registries (:mod:`tcnlm_tf.models.registry`, :mod:`tcnlm_tf.decoders.registry`).
 """
 from __future__ import annotations
 
@@ -11,22 +11,21 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from tcnlm_tf import provenance
 from tcnlm_tf.arguments import finite_float
 from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, LONG_SENTENCES, MODES,
                              OPTIMIZERS, PRESETS, STRATEGIES, DataConfig, ModelConfig,
                              RunConfig, TrainConfig, apply_decoder_defaults, apply_preset,
                              check_data_dir_given, default_cache_dir, default_data_dir,
                              default_runs_dir)
-from tcnlm_tf.data import corpus_location
-from tcnlm_tf.decoder_registry import (DECODERS, all_decoder_options, decoder_spec,
-                                       decoders_with)
+from tcnlm_tf.data.loading import corpus_location
+from tcnlm_tf.data.vocab import TOP_AMONG
+from tcnlm_tf.decoders.registry import DECODERS, all_decoder_options, decoder_spec, decoders_with
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.registry import MODELS, all_options, models_with
 from tcnlm_tf.options import Option
 from tcnlm_tf.precision import DEFAULT_PRECISION_HELP, PRECISIONS
-from tcnlm_tf.run_directory import RunDirectory
-from tcnlm_tf.vocab import TOP_AMONG
+from tcnlm_tf.runs import provenance
+from tcnlm_tf.runs.directory import RunDirectory
 
 #: what ``python -m train.run --help`` says it does
 DESCRIPTION = "train a language model and report its test perplexity."
@@ -92,10 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--topic-top-among", choices=TOP_AMONG,
                       help="topic vocabulary: the most frequent 0.1 %% of which words are left "
                       "out: types (every word type of the training split, the TDLM authors' "
-                      "code) or lm_vocab (the LM vocabulary's words, this project before "
-                      "issue 23) (default: types)")
+                      "code) or lm_vocab (the LM vocabulary's words; runs saved before "
+                      "this option existed used it) (default: types)")
     data.add_argument("--stopwords", help="stop-word list for the topic vocabulary "
-                      "(default: tcnlm_tf/resources/stopwords_en.txt)")
+                      "(default: tcnlm_tf/data/resources/stopwords_en.txt)")
     data.add_argument("--max-bow", type=int, help="document-context words per sentence (300)")
     data.add_argument("--context", choices=CONTEXTS,
                       help="what a sentence's document context holds, in training and "
@@ -117,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="skip (and count) documents longer than this (100000)")
     data.add_argument("--synthetic", type=key_value, action="append", metavar="KEY=VALUE",
                       help="synthetic-corpus setting, repeatable, e.g. --synthetic train_docs=500 "
-                      "(fields of tcnlm_tf.synthetic.SyntheticConfig)")
+                      "(fields of tcnlm_tf.data.synthetic.SyntheticConfig)")
     model = parser.add_argument_group("model")
     model.add_argument("--model", choices=list(MODELS),
                        help="; ".join(f"{name}: {spec.summary}" for name, spec in MODELS.items())
@@ -287,7 +286,7 @@ def config_from_file(args: argparse.Namespace) -> RunConfig:
     holding one: a run directory or a record): every setting as saved, then the flags given
     beside it. Its corpus is found through ``--data-dir`` (else the file's own directory
     when that holds it, else ``$TCNLM_DATA_DIR`` or ``./data``); a ``<data-dir>/…`` path
-    (:mod:`tcnlm_tf.provenance`) is read inside it."""
+    (:mod:`tcnlm_tf.runs.provenance`) is read inside it."""
     path = args.config / "config.json" if args.config.is_dir() else args.config
     config = RunConfig.load(path)
     explicit = explicit_settings(args)

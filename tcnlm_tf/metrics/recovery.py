@@ -1,6 +1,6 @@
 """Topic recovery: how well learned topics match the synthetic corpus's true topics.
 
-The synthetic corpus (:mod:`tcnlm_tf.synthetic`) knows its generating topic-word matrix, so a
+The synthetic corpus (:mod:`tcnlm_tf.data.synthetic`) knows its generating topic-word matrix, so a
 topic model trained on it can be scored directly: restrict the true topics [K, V1] and the
 learned topics [T, V2] to the words both vocabularies contain, take the cosine similarity of
 every (true, learned) pair, and pair topics one-to-one to maximise the total cosine with the

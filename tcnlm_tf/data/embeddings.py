@@ -98,7 +98,7 @@ def write_vectors(path: Path | str, words: Sequence[str], vectors: np.ndarray,
     """Write ``vectors [len(words), dim]`` as a word2vec ``fmt`` (``"binary"`` or ``"text"``)
     file that :func:`load_vectors` reads, atomically (a reader never sees half a file).
     Words must be non-empty and hold no whitespace."""
-    from tcnlm_tf.corpus import atomic_write
+    from tcnlm_tf.data.corpus import atomic_write
 
     vectors = np.asarray(vectors, np.float32)
     if vectors.ndim != 2 or vectors.shape[0] != len(words) or fmt not in (BINARY, TEXT):

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from tcnlm_tf.checkpoints import (checkpoint_paths, model_checkpoint, restore_newest_readable,
-                                  shape_mismatches)
 from tcnlm_tf.config import RunConfig
-from tcnlm_tf.corpus import Document
-from tcnlm_tf.data import SplitArrays, corpus_location, encode_split
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.corpus import Document
+from tcnlm_tf.data.loading import SplitArrays, corpus_location, encode_split
+from tcnlm_tf.data.pipeline import EOS_ID
+from tcnlm_tf.data.vocab import UNK, Vocabulary
 from tcnlm_tf.errors import UserError
-from tcnlm_tf import pipeline
 from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, has_topics
-from tcnlm_tf.pipeline import EOS_ID
-from tcnlm_tf.run_directory import RunDirectory
-from tcnlm_tf.vocab import UNK, Vocabulary
+from tcnlm_tf.runs.checkpoints import (checkpoint_paths, model_checkpoint, restore_newest_readable,
+                                       shape_mismatches)
+from tcnlm_tf.runs.directory import RunDirectory
 
 
 @dataclasses.dataclass
@@ -59,7 +59,7 @@ def load_run(directory: Path | str, precision: str | None = None,
     layers under ``precision`` (:mod:`tcnlm_tf.precision`; None: the precision the run
     trained in, so evaluations repeat the training's numbers). The weights are float32
     under every precision. ``data_dir``: where the run's corpus is now, if it moved
-    (:func:`tcnlm_tf.data.corpus_location`; ``run.config.data.data_dir`` says where it was
+    (:func:`tcnlm_tf.data.loading.corpus_location`; ``run.config.data.data_dir`` says where it was
     found)."""
     directory = Path(directory)
     if not directory.is_dir():

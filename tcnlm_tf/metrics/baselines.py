@@ -1,15 +1,16 @@
 """Reference points printed beside every model: a unigram LM and, on the synthetic corpus,
-the oracle (the true generating model), all through :func:`tcnlm_tf.metrics.perplexity`."""
+the oracle (the true generating model), all through
+:func:`tcnlm_tf.metrics.perplexity.perplexity`."""
 from __future__ import annotations
 
 import numpy as np
 
-from tcnlm_tf import synthetic
-from tcnlm_tf.corpus import read_corpus_file
-from tcnlm_tf.data import Corpus, SplitArrays
-from tcnlm_tf.metrics import perplexity
-from tcnlm_tf.pipeline import EOS_ID, PAD_ID
-from tcnlm_tf.vocab import UNK
+from tcnlm_tf.data import synthetic
+from tcnlm_tf.data.corpus import read_corpus_file
+from tcnlm_tf.data.loading import Corpus, SplitArrays
+from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID
+from tcnlm_tf.data.vocab import UNK
+from tcnlm_tf.metrics.perplexity import perplexity
 
 
 def target_counts(split: SplitArrays, vocab_size: int, line_end: str = "eos") -> np.ndarray:

@@ -1,13 +1,13 @@
-"""What the ``evaluate`` commands compute with a loaded run (see :mod:`tcnlm_tf.runs`).
+"""What the ``evaluate`` commands compute with a loaded run (see :mod:`tcnlm_tf.runs.loading`).
 
 * :func:`corpus_nll`: total NLL and predicted-token count of any documents (perplexity via
-  :func:`tcnlm_tf.metrics.perplexity`), in the run's own mode, through :func:`summed_nll`,
-  the evaluation loop the trainer's validation runs too.
+  :func:`tcnlm_tf.metrics.perplexity.perplexity`), in the run's own mode, through
+  :func:`summed_nll`, the evaluation loop the trainer's validation runs too.
 * :func:`document_topics`: a topic model's topic proportions for whole documents (the
   posterior mean, or averaged samples when asked).
 * :func:`generate`: sentences conditioned on a topic vector (one-hot for one topic, or any
   mixture; Wang et al. 2018 §5.3, Lau et al. 2017 §7) through the one generator,
-  :func:`tcnlm_tf.generation.generate_ids`.
+  :func:`tcnlm_tf.serving.generation.generate_ids`.
 """
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import tensorflow as tf
 
-from tcnlm_tf import pipeline
 from tcnlm_tf.config import CONTEXTS, MAX_GENERATED_WORDS, carries_state
-from tcnlm_tf.corpus import Document
+from tcnlm_tf.data import pipeline
+from tcnlm_tf.data.corpus import Document
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.generation import generate_ids
-from tcnlm_tf.mixtures import topic_mixture
 from tcnlm_tf.models.base import Context, has_topics
-from tcnlm_tf.runs import Run, encode_documents
+from tcnlm_tf.runs.loading import Run, encode_documents
+from tcnlm_tf.serving.generation import generate_ids
+from tcnlm_tf.serving.mixtures import topic_mixture
 
 
 #: what the LM is conditioned on at evaluation: the topics the model infers from each
@@ -142,7 +142,7 @@ def document_topics(run: Run, documents: list[Document], samples: int = 0) -> np
 
 def topic_vector(num_topics: int, topic: int | None = None,
                  mixture: dict[int, float] | None = None) -> np.ndarray:
-    """t for generation as float32 [T] (see :func:`tcnlm_tf.mixtures.topic_mixture`)."""
+    """t for generation as float32 [T] (see :func:`tcnlm_tf.serving.mixtures.topic_mixture`)."""
     return np.asarray(topic_mixture(num_topics, topic, mixture), np.float32)
 
 

@@ -1,5 +1,5 @@
 """Output layers ("decoders"): what turns ``--decoder`` into a Keras layer, one
-:class:`Decoder` per entry of :data:`tcnlm_tf.decoder_registry.DECODERS`.
+:class:`Decoder` per entry of :data:`tcnlm_tf.decoders.registry.DECODERS`.
 
 Every language model of the project ends in one of them (``RecurrentLanguageModel.
 make_output_layer``), so the decoder is orthogonal to how a model uses its document context:
@@ -27,11 +27,11 @@ from typing import Any, Callable, Mapping
 
 import keras
 
-from tcnlm_tf import knowledge
-from tcnlm_tf.baselines import target_counts
-from tcnlm_tf.decoder_registry import decoder_spec
+from tcnlm_tf.data import knowledge
+from tcnlm_tf.data.vocab import load_stopwords
+from tcnlm_tf.decoders.registry import decoder_spec
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.vocab import load_stopwords
+from tcnlm_tf.metrics.baselines import target_counts
 
 KNOWLEDGE_BASE_FILE = "knowledge_base.npz"
 
@@ -44,7 +44,8 @@ def build_run_knowledge_base(config, corpus, stopword_rule: bool = True
                              ) -> knowledge.KnowledgeBase:
     """The knowledge base of the run's ``--knowledge-base`` over ``corpus``'s LM vocabulary:
     for ``wordnet``, the words of the run's stop-word list (``config.data.stopwords``) get
-    private senses unless ``stopword_rule`` is False (how runs before issue 24 built it)."""
+    private senses unless ``stopword_rule`` is False (the knowledge base without that rule,
+    which ``evaluate.knowledge_base`` sets beside it)."""
     spec = config.model.decoder_option("knowledge_base")
     options = {}
     if spec == "wordnet" and stopword_rule:
@@ -54,7 +55,7 @@ def build_run_knowledge_base(config, corpus, stopword_rule: bool = True
 
 
 class Decoder:
-    """How a registered decoder (a :class:`~tcnlm_tf.decoder_registry.DecoderSpec`'s
+    """How a registered decoder (a :class:`~tcnlm_tf.decoders.registry.DecoderSpec`'s
     ``target``) is made: subclasses implement :meth:`build` and, where they need them, the
     other hooks."""
 
@@ -137,7 +138,7 @@ class MixtureOfSoftmaxesDecoder(Decoder):
 
 class SememeDrivenDecoder(Decoder):
     """``sdlm``: :class:`layers.sememe_decoder.SememeDecoder` over the run's knowledge base
-    (layer options ``knowledge_base``, a :class:`~tcnlm_tf.knowledge.KnowledgeBase`,
+    (layer options ``knowledge_base``, a :class:`~tcnlm_tf.data.knowledge.KnowledgeBase`,
     ``num_bases``, ``normalization``, ``embedding_dropout``)."""
 
     @classmethod

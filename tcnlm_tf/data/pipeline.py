@@ -71,13 +71,13 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf.config import CONTEXTS, LINE_ENDS, LONG_SENTENCES
-from tcnlm_tf.data import SplitArrays
+from tcnlm_tf.data.loading import SplitArrays
 from tcnlm_tf.models.registry import WEIGHTINGS
 
 #: the evaluation-only context protocol of the ablation: another document's whole text
 SHUFFLED = "shuffled"
 
-EOS_ID = 2   # tcnlm_tf.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
+EOS_ID = 2   # tcnlm_tf.data.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 UNK_ID = 1
 PAD_ID = 0
 

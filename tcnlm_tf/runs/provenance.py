@@ -42,7 +42,7 @@ THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 #: the distributions whose versions a run records
 PACKAGES = ("tensorflow", "keras", "tensorflow-probability", "numpy", "h5py", "gensim",
             "scipy")
-SOURCE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def portable_path(path: str | None, data_dir: str | Path | None) -> str | None:

@@ -2,16 +2,16 @@
 
 A decoder is the output layer of a language model: hidden states -> a distribution over the
 LM vocabulary. Its spec says everything the generic parts of the project need without
-building it: the class that builds it (:class:`tcnlm_tf.decoders.Decoder`, imported only
-when a model is built), its own options (each a ``train.run`` flag and a key of
-``ModelConfig.decoder_options``), the output-side dropouts its authors used, what a fresh
+building it: the class that builds it (:class:`tcnlm_tf.decoders.output_layers.Decoder`,
+imported only when a model is built), its own options (each a ``train.run`` flag and a key
+of ``ModelConfig.decoder_options``), the output-side dropouts its authors used, what a fresh
 run fills in from the data, rules a valid configuration meets, and its rows in
 ``evaluate.compare`` (on the basic LSTM). Flags, validation and compare rows are all derived
 from :data:`DECODERS`.
 
 Pure Python (no TensorFlow), so command-line parsing and validation stay fast. Adding a
-decoder: a :class:`~tcnlm_tf.decoders.Decoder` subclass that builds its layer (the layer
-under ``layers/``) and one :class:`DecoderSpec` in :data:`DECODERS` (or
+decoder: a :class:`~tcnlm_tf.decoders.output_layers.Decoder` subclass that builds its layer
+(the layer under ``layers/``) and one :class:`DecoderSpec` in :data:`DECODERS` (or
 :func:`register_decoder`), as ``tests/test_extension_points.py`` does.
 """
 from __future__ import annotations
@@ -33,15 +33,15 @@ CHINESE_DATASETS = ("peoples_daily",)
 class DecoderSpec:
     """One ``--decoder`` choice.
 
-    ``target`` is ``module:Class``, a :class:`tcnlm_tf.decoders.Decoder`; ``dropouts`` maps
-    a setting (``output_dropout``, a ``ModelConfig`` field, or one of the decoder's options)
-    to its authors' value as a function of the run's ``--dropout``, filled in for a fresh run
-    unless given; ``configure(config)`` completes a fresh run's configuration
-    (:class:`~tcnlm_tf.config.RunConfig`; the registry cannot import it) from its data
-    (or raises :class:`UserError`); ``vocabulary_check(options, lm_vocab_size)`` returns a
-    message when the options do not fit the corpus's vocabulary; ``checks`` are ``(rule(
-    ModelConfig) -> bool, message)`` pairs; ``compare_rows`` maps an ``evaluate.compare``
-    row on ``--model lstm`` to the flags after ``--decoder <name>``."""
+    ``target`` is ``module:Class``, a :class:`tcnlm_tf.decoders.output_layers.Decoder`;
+    ``dropouts`` maps a setting (``output_dropout``, a ``ModelConfig`` field, or one of the
+    decoder's options) to its authors' value as a function of the run's ``--dropout``, filled in
+    for a fresh run unless given; ``configure(config)`` completes a fresh run's configuration
+    (:class:`~tcnlm_tf.config.RunConfig`; the registry cannot import it) from its data (or
+    raises :class:`UserError`); ``vocabulary_check(options, lm_vocab_size)`` returns a message
+    when the options do not fit the corpus's vocabulary; ``checks`` are
+    ``(rule(ModelConfig) -> bool, message)`` pairs; ``compare_rows`` maps an
+    ``evaluate.compare`` row on ``--model lstm`` to the flags after ``--decoder <name>``."""
 
     name: str
     target: str
@@ -108,7 +108,7 @@ OUTPUT_EMBEDDING_DROPOUT = Option(
 
 DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
     DecoderSpec(
-        "adaptive", "tcnlm_tf.decoders:AdaptiveDecoder",
+        "adaptive", "tcnlm_tf.decoders.output_layers:AdaptiveDecoder",
         "adaptive softmax (Grave et al. 2016; TCNLM's output layer), a full softmax below "
         "1,000 words",
         options=(Option("cutoffs", int_list, None, "cluster boundaries, e.g. 2000,10000 "
@@ -117,12 +117,12 @@ DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
                         metavar="N,N"),),
         vocabulary_check=_cutoffs_below_vocabulary),
     DecoderSpec(
-        "softmax", "tcnlm_tf.decoders:SoftmaxDecoder", "a full softmax",
+        "softmax", "tcnlm_tf.decoders.output_layers:SoftmaxDecoder", "a full softmax",
         options=(Option("tie_embeddings", bool, False, "share the input embedding and the "
                         "output weights (Inan et al. 2017; Press and Wolf 2017)"),),
         compare_rows={"lstm-tied": ("--tie-embeddings",)}),
     DecoderSpec(
-        "sdlm", "tcnlm_tf.decoders:SememeDrivenDecoder",
+        "sdlm", "tcnlm_tf.decoders.output_layers:SememeDrivenDecoder",
         "the sememe-driven decoder (Gu et al. 2018), tied to the input embedding",
         options=(
             Option("knowledge_base", str, None, "word -> sense -> sememe source (HowNet.txt, "
@@ -145,7 +145,7 @@ DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
                   "output_embedding_dropout": lambda d: 0.5 * d},
         configure=_sdlm_knowledge_base),
     DecoderSpec(
-        "mos", "tcnlm_tf.decoders:MixtureOfSoftmaxesDecoder",
+        "mos", "tcnlm_tf.decoders.output_layers:MixtureOfSoftmaxesDecoder",
         "a mixture of softmaxes (Yang et al. 2018), tied to the input embedding",
         options=(
             Option("mixtures", int, 10, "softmaxes mixed", positive,

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tcnlm_tf.corpus import Document, decode_text, write_lines
+from tcnlm_tf.data.corpus import Document, decode_text, write_lines
 from tcnlm_tf.errors import UserError
 
 PAD = "<pad>"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tcnlm_tf.config import MAX_GENERATED_WORDS
+from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.models.base import Context
-from tcnlm_tf.pipeline import EOS_ID, PAD_ID, UNK_ID
 
 
 def generate_ids(model, context: Context, batch: tf.Tensor, seed: tf.Tensor,

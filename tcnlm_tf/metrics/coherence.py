@@ -27,8 +27,8 @@ into one token stream (the toolkit reads a document per line). Two conventions
   The window of 20 tokens is the toolkit's.
 * ``"limit"``: only whole windows, L - window + 1 of them (a document shorter than the window
   is one window), as gensim's sliding windows; a pair never seen together scores NPMI = -1,
-  the limit as the joint probability goes to 0. This project's records before the toolkit
-  convention became the default (``coherence.json`` without a ``"convention"``) used it.
+  the limit as the joint probability goes to 0. A ``coherence.json`` without a
+  ``"convention"`` was scored this way.
 
 In both, ``window=0`` makes every document one window (document co-occurrence), empty
 documents have no window (the corpus readers drop blank lines; the toolkit would count
@@ -69,8 +69,8 @@ CONVENTIONS = ("toolkit", "limit")
 
 
 def convention_of(record: dict) -> str:
-    """The convention of a ``coherence.json`` (or a record's ``coherence``): records written
-    before the toolkit convention became the default name none and used ``"limit"``."""
+    """The convention of a ``coherence.json`` (or a record's ``coherence``): one that names
+    none was scored under ``"limit"``."""
     return record.get("convention", "limit")
 
 

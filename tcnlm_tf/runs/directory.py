@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tcnlm_tf.runlock import LOCK_FILE
+from tcnlm_tf.runs.lock import LOCK_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RunDirectory:
     ``tensorboard``   tensorboard/, the event files
     ``metrics``       metrics.json, the history of every epoch and how the run ended
     ``lock``          .lock, held by the one process that writes the run
-                      (:mod:`tcnlm_tf.runlock`)
+                      (:mod:`tcnlm_tf.runs.lock`)
 
     and what the evaluators write there: ``topics`` (topics.txt, ``evaluate.topics``),
     ``coherence`` (coherence.json, ``evaluate.coherence``), ``recovery`` (recovery.json,

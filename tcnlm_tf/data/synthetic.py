@@ -48,9 +48,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tcnlm_tf.corpus import atomic_write, write_corpus_file
+from tcnlm_tf.data.corpus import atomic_write, write_corpus_file
+from tcnlm_tf.data.vocab import DEFAULT_STOPWORDS as STOPWORDS_PATH, load_stopwords
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.vocab import DEFAULT_STOPWORDS as STOPWORDS_PATH, load_stopwords
 
 SPLITS = ("train", "valid", "test")
 TRUTH_FILE = "truth.npz"

@@ -73,7 +73,7 @@ Sources (``build_knowledge_base(spec, words)``)
       left with no sememe keeps its lexicographer file (45 of them in all, so they are widely
       shared). Counting, filtering and merging equal sets are repeated until nothing changes.
 ``synthetic``
-    The generator's truth (:mod:`tcnlm_tf.synthetic`, ``<synthetic_dir>/truth.npz``). A
+    The generator's truth (:mod:`tcnlm_tf.data.synthetic`, ``<synthetic_dir>/truth.npz``). A
     content word ``w`` (class 0, emitted by topics) has a sense per topic ``k`` with
     ``topic_word[k, w] >= 0.5 * max_k' topic_word[k', w]``, with sememes ``{"topic:k",
     "class:semantic"}`` (topics put their mass on their own block of words plus a small
@@ -98,7 +98,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from tcnlm_tf.corpus import atomic_write
+from tcnlm_tf.data.corpus import atomic_write
 from tcnlm_tf.errors import UserError
 
 SPEC_HELP = "use hownet:FILE, wordnet or synthetic"
@@ -479,7 +479,7 @@ SYNTHETIC_TOPIC_FRACTION = 0.5
 def synthetic_senses(words: Sequence[str], synthetic_dir: str | Path
                      ) -> dict[int, list[frozenset[str]]]:
     """``word id -> sememe sets`` from the synthetic corpus's truth (module docstring)."""
-    from tcnlm_tf import synthetic
+    from tcnlm_tf.data import synthetic
 
     truth = synthetic.load_truth(synthetic_dir)
     index = {w: i for i, w in enumerate(truth.words)}
