@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, TINY, run_flags
+from tests.conftest import REPO_ROOT, TINY, TINY_EPOCH, run_flags
 
 #: trains tiny runs or exports: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow
@@ -25,6 +25,9 @@ pytestmark = pytest.mark.slow
 LAUNCH_TIMEOUT = 150
 #: no dropout: the two workers draw masks for their halves, one process for the whole batch
 FLAGS = [*TINY, "--model", "lstm", "--dropout", "0"]
+#: FLAGS for one whole epoch: its end (validation, the best weights, the test split) needs
+#: every worker in its collectives
+EPOCH_FLAGS = [*TINY_EPOCH, "--model", "lstm", "--dropout", "0"]
 
 
 def _free_ports(count: int) -> list[int]:
@@ -90,8 +93,7 @@ def _weights(run_dir) -> tuple[list[np.ndarray], str]:
 
 def test_two_workers_match_one_process(tmp_path):
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    single = [*FLAGS, *cache, "--runs-dir", str(tmp_path / "single"), "--run-name", "run",
-              "--max-steps", "5"]
+    single = [*EPOCH_FLAGS, *cache, "--runs-dir", str(tmp_path / "single"), "--run-name", "run"]
     # the single process first: it also fills the corpus cache the workers then share
     _run_single(single)
 
@@ -108,14 +110,20 @@ def test_two_workers_match_one_process(tmp_path):
     assert (runs / "run" / ".lock").read_text().split()[1].isdigit()   # host, pid
     assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 3
 
-    # restart both workers: each restores the chief's step-3 checkpoint and goes on to 5
-    outputs = _run_workers([*multi, "--resume", "--max-steps", "5"])
+    # restart both workers: each restores the chief's step-3 checkpoint and goes on to the
+    # end of the epoch, its validation, the best weights and the test split
+    outputs = _run_workers([*EPOCH_FLAGS, *cache, "--runs-dir", str(runs), "--run-name", "run",
+                            "--resume"])
     assert all("resumed from" in out and "step 3" in out for out in outputs), outputs
-    assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 5
+    metrics = json.loads((runs / "run" / "metrics.json").read_text())
+    single_metrics = json.loads((tmp_path / "single" / "run" / "metrics.json").read_text())
+    assert metrics["steps"] == single_metrics["steps"] > 3
+    assert metrics["test_perplexity"] == pytest.approx(single_metrics["test_perplexity"],
+                                                       rel=1e-5)
 
     multi_weights, multi_checkpoint = _weights(runs / "run")
     single_weights, single_checkpoint = _weights(tmp_path / "single" / "run")
-    assert multi_checkpoint.endswith("ckpt-5") and single_checkpoint.endswith("ckpt-5")
+    assert multi_checkpoint.rsplit("-", 1)[1] == single_checkpoint.rsplit("-", 1)[1]
     assert len(multi_weights) == len(single_weights) > 0
     diff = max(float(np.abs(a - b).max()) for a, b in zip(multi_weights, single_weights))
     assert diff < 1e-5, f"two workers and one process trained different weights: {diff}"

@@ -370,8 +370,10 @@ class Trainer:
         """An all-reduce of ``value`` (default 1.0), a float scalar: returns its sum over
         the replicas of every worker once every worker has reached it."""
         value = tf.ones([]) if value is None else value
+        # the replica's own copy: all_reduce sends a tensor to the device it lives on, and a
+        # tensor made outside strategy.run (or a function's input) names none
         return self.strategy.run(
-            lambda: tf.distribute.get_replica_context().all_reduce(SUM, value))
+            lambda: tf.distribute.get_replica_context().all_reduce(SUM, tf.identity(value)))
 
     def barrier(self) -> None:
         """Wait for the other workers (multi-worker only), e.g. for the chief's files."""
