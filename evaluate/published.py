@@ -1,7 +1,7 @@
 """Published numbers that the records commands set beside ours: the TCNLM paper's (Wang et
 al. 2018, "Topic Compositional Neural Language Model") Tables 2 and 6 (test perplexity) and
 Table 4 (topic coherence), keyed by our dataset and preset names and by ``evaluate.compare``
-row.
+row, and the SDLM paper's (Gu et al. 2018) Table 1 for the People's Daily baseline.
 
 Table 2's basic-LSTM, LDA+LSTM, LCLM and TDLM numbers and Table 4's LDA, NTM and TDLM
 numbers are the TDLM paper's (Lau et al. 2017), as the TCNLM paper marks them. Table 4's
@@ -104,3 +104,14 @@ def table_4_npmi(row: str, dataset: str, preset: str, topics: int) -> float | No
     if name is None or preset not in SIZE_MARKS:
         return None
     return cells.get(name + SIZE_MARKS[preset], cells.get(name))
+
+
+#: Table 1 of the SDLM paper (Gu et al. 2018, "Language Modeling with Sparse Product of
+#: Sememe Experts"), People's Daily, the medium tied rows: validation and test perplexity of
+#: the tied two-layer 650-unit LSTM (the PyTorch ``word_language_model`` example, the
+#: authors' baseline) and of it with the MoS and the SDLM (HowNet) decoders
+SDLM_TABLE_1: dict[str, dict[str, float]] = {
+    "Tied LSTM (medium)": {"valid": 105.35, "test": 104.67},
+    "+ MoS": {"valid": 98.47, "test": 98.12},
+    "+ SDLM": {"valid": 97.75, "test": 97.32},
+}

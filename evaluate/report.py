@@ -1,0 +1,538 @@
+"""``python -m evaluate.report``: the results report (``RESULTS.md``), written from the
+records under ``results/`` alone.
+
+Every number in the report is read from a record (a row's ``metrics.json``, ``config.json``,
+``coherence.json`` and ``ablations.json``, a comparison's ``compare.json``; the layout is in
+``results/README.md``) or is a paper's published value (:mod:`evaluate.published`). The
+tables of the records commands (``evaluate.beside_paper``, ``evaluate.protocols``,
+``evaluate.topic_counts``, ``evaluate.table_6``) are their own output, so the report says
+what those commands say. A section whose records are not there yet says so instead of a
+number. ``make results`` runs this command; a test fails when ``RESULTS.md`` differs from
+what it writes, so the report cannot drift from the records.
+
+The summary gives each paper claim a status by a stated rule: an absolute number is
+*reproduced* within 2 % of the paper's; a claim of the form "A beats B" is *reproduced* when
+the ratio A / B is on the paper's side of 1 and *not reproduced* otherwise. With one seed
+per row a status is one run's outcome, and the noise section says which differences that
+cannot carry.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from evaluate import beside_paper, protocols, table_6, topic_counts
+from evaluate.common import row_order
+from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
+from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: where the records live, relative to the repository root, and the report's default output
+RESULTS, REPORT = Path("results"), Path("RESULTS.md")
+#: the records the report reads, relative to the repository root
+PAPERS = RESULTS / "apnews/papers-protocol"
+TIED = RESULTS / "apnews/tied-lstm"
+CAUSAL = RESULTS / "apnews/causal"
+REST_SCORED_PRECEDING = RESULTS / "apnews/rest-scored-preceding"
+TOPIC_COUNTS = RESULTS / "apnews/topic-counts"
+TABLE6 = RESULTS / "apnews/table6"
+SEEDS = RESULTS / "apnews/seeds"
+PEOPLE_S_DAILY = RESULTS / "peoples-daily/tied-medium/pd-tied-medium-none"
+TORCH_REFERENCE = RESULTS / "peoples-daily/pytorch-reference/pd-tied-medium-torch.jsonl"
+#: Table 2's topic-guided rows (the ones the paper says beat the basic LSTM)
+TOPIC_ROWS = ("tcnlm", "tdlm", "lda_lstm", "lclm", "topic_rnn")
+#: the rows that read their document's text (the ones the 2023 re-evaluation trained)
+DOCUMENT_ROWS = ("tcnlm", "tdlm", "lda_lstm", "topic_rnn")
+#: the rows of the decoder comparison (the tied LSTM is the decoders' baseline)
+DECODER_ROWS = (SENTENCE_LSTM, "lstm-tied", "lstm-mos", "sdlm")
+#: the rows of the campaign's three-seed comparison and of its Table 6 comparison
+SEED_ROWS = (SENTENCE_LSTM, DOCUMENT_LSTM, "lstm-tied", "tdlm", "lda_lstm", "tcnlm", "topic_rnn")
+TABLE6_ROWS = (SENTENCE_LSTM, "tcnlm", "tcnlm-constant-t", "moe")
+#: the summary table's columns
+CLAIM_HEADER = ["claim", "paper", "here", "status", "section"]
+#: the README's copy of the summary table lies between these two lines
+README_START, README_END = "<!-- results table: make results -->", "<!-- end of results table -->"
+#: an absolute number within this fraction of the paper's counts as reproduced
+TOLERANCE = 0.02
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m evaluate.report", allow_abbrev=False,
+        description="Write the results report (RESULTS.md) from the records under results/.",
+        epilog="example: python -m evaluate.report --check  (exit 1 if RESULTS.md is stale)")
+    p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent,
+                   help="the repository root holding results/ (default: this checkout)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="where the report goes (default: RESULTS.md under --root); the "
+                   "results table between README.md's markers is always rewritten")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if the report or the README's results table "
+                   "differs from what the records give")
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# reading records
+
+
+def read_json(path: Path) -> dict:
+    """A record's JSON file as a dict; a one-line error naming it where it is unreadable."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"cannot read the record {path} ({err}); restore it with git "
+                        "checkout -- FILE or remove that record") from None
+    if not isinstance(found, dict):
+        raise UserError(f"the record {path} holds no JSON object; restore it with git "
+                        "checkout -- FILE")
+    return found
+
+
+def finished_rows(comparison: Path) -> dict[str, dict]:
+    """Run name -> its ``metrics.json``, for every record of ``comparison`` with a test
+    perplexity (an empty dict where the comparison has no records yet)."""
+    if not comparison.is_dir():
+        return {}
+    rows = {}
+    for metrics in sorted(comparison.glob("*/metrics.json"),
+                          key=lambda path: row_order(path.parent.name)):
+        found = read_json(metrics)
+        if found.get("test_perplexity") is not None:
+            rows[metrics.parent.name] = found
+    return rows
+
+
+def test_ppl(comparison: Path, row: str) -> float | None:
+    """The recorded test perplexity of ``row`` in ``comparison``, or None."""
+    return finished_rows(comparison).get(row, {}).get("test_perplexity")
+
+
+def mean_npmi(comparison: Path, row: str) -> float | None:
+    """The recorded mean NPMI of ``row``'s topics in ``comparison`` (``coherence.json``)."""
+    path = comparison / row / "coherence.json"
+    return read_json(path).get("mean") if path.is_file() else None
+
+
+def command_output(main: Callable[[list[str]], str], argv: list[str]) -> str:
+    """The Markdown a records command returns, without what it prints; ``--output`` (where
+    the command has one) goes to a scratch file so that no record changes."""
+    with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(io.StringIO()):
+        return main([*argv, "--output", str(Path(scratch) / "out.md")]).strip()
+
+
+# ---------------------------------------------------------------------------------------
+# formatting
+
+
+def number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+def status_beats(here: float | None, paper: float) -> str:
+    """The status of a claim "A beats B" whose ratio A / B is ``paper`` there, ``here``
+    here."""
+    if here is None:
+        return "pending (not recorded yet)"
+    return "reproduced" if (here < 1) == (paper < 1) else "not reproduced"
+
+
+def status_value(here: float | None, paper: float) -> str:
+    if here is None:
+        return "pending (not recorded yet)"
+    return "reproduced" if abs(here / paper - 1) <= TOLERANCE else "not reproduced"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# sections
+
+
+def claims() -> list[list[str]]:
+    """One row per paper claim: the claim, the paper's value, ours, the status and a link
+    to the report's section (``#anchor``)."""
+    lstm, tcnlm = test_ppl(PAPERS, SENTENCE_LSTM), test_ppl(PAPERS, "tcnlm")
+    paper2 = TABLE_2[("apnews", "small")]
+    paper_tcnlm = paper2["TCNLM"][50] / paper2["basic-LSTM"]
+    beating = [row for row in TOPIC_ROWS
+               if (ppl := test_ppl(PAPERS, row)) is not None and lstm and ppl < lstm]
+    recorded = [row for row in TOPIC_ROWS if test_ppl(PAPERS, row) is not None]
+    lda = mean_npmi(REST_SCORED_PRECEDING, "lda_lstm")
+    npmi = ratio(mean_npmi(REST_SCORED_PRECEDING, "tcnlm"), lda)
+    paper4 = TABLE_4["apnews"][50]
+    paper_npmi = paper4["TCNLM(s)"] / paper4["LDA"]
+    six = None
+    if complete(TABLE6, TABLE6_ROWS):
+        means = {row: statistics.mean(m["test_perplexity"] for n, m in finished_rows(
+            TABLE6).items() if n.startswith(f"{row}-seed")) for row in (SENTENCE_LSTM, "tcnlm")}
+        six = means["tcnlm"] / means[SENTENCE_LSTM]
+    paper6 = TABLE_6["apnews"]["tcnlm"] / TABLE_6["apnews"][SENTENCE_LSTM]
+    document = test_ppl(PAPERS, DOCUMENT_LSTM)
+    causal = {row: ratio(test_ppl(CAUSAL, row), document) for row in DOCUMENT_ROWS}
+    best = min((r for r in causal.values() if r is not None), default=None)
+    pd = read_json(PEOPLE_S_DAILY / "metrics.json") if (
+        PEOPLE_S_DAILY / "metrics.json").is_file() else {}
+    pd_paper = SDLM_TABLE_1["Tied LSTM (medium)"]["test"]
+    return [
+        ["SDLM Table 1: tied 2×650 LSTM on People's Daily, test perplexity",
+         number(pd_paper), number(pd.get("test_perplexity")),
+         status_value(pd.get("test_perplexity"), pd_paper),
+         "[People's Daily](#sdlm-table-1-peoples-daily)"],
+        ["SDLM Table 1: the sememe decoder (HowNet) beats the tied LSTM (test ppl ratio)",
+         number(SDLM_TABLE_1["+ SDLM"]["test"] / pd_paper, 3), "-",
+         "not testable here (HowNet is not obtainable)",
+         "[Not run here](#not-run-here-and-why)"],
+        ["TCNLM Table 2 (APNEWS, small, T = 50): TCNLM / basic LSTM", number(paper_tcnlm, 3),
+         number(ratio(tcnlm, lstm), 3), status_beats(ratio(tcnlm, lstm), paper_tcnlm),
+         "[Table 2](#tcnlm-table-2-apnews-sample)"],
+        ["TCNLM Table 2: every topic-guided model beats the basic LSTM",
+         f"{len(TOPIC_ROWS)} of {len(TOPIC_ROWS)}", f"{len(beating)} of {len(recorded)}",
+         ("reproduced" if recorded and len(beating) == len(recorded) else "not reproduced")
+         if recorded else "pending (not recorded yet)", "[Table 2](#tcnlm-table-2-apnews-sample)"],
+        ["TCNLM Table 4: TCNLM's topics are more coherent than LDA's (NPMI ratio)",
+         number(paper_npmi, 3), number(npmi, 3), status_beats(
+             None if npmi is None else 1 / npmi, 1 / paper_npmi),
+         "[Table 4](#tcnlm-table-4-topic-coherence)"],
+        ["TCNLM Table 6 (1×100, T = 30): TCNLM / LSTM, one codebase", number(paper6, 3),
+         number(six, 3), status_beats(six, paper6), "[Table 6](#tcnlm-table-6-one-codebase)"],
+        ["2023 re-evaluation: no topic-guided model beats an LSTM at convergence "
+         "(best topic row / document LSTM, causal protocol)", "≥ 1", number(best, 3),
+         "pending (not recorded yet)" if best is None else
+         ("reproduced" if best >= 1 else "not reproduced"),
+         "[2023 re-evaluation](#context-protocols-and-the-2023-re-evaluation)"],
+    ]
+
+
+def summary() -> str:
+    return ("## Summary\n\n"
+            "One line per claim of the papers. Status: an absolute number is *reproduced* "
+            f"within {TOLERANCE:.0%} of the paper's; a claim \"A beats B\" is *reproduced* when "
+            "A / B lies on the paper's side of 1. Every row here is one seed (see [Seed "
+            "noise](#seed-noise)), and the APNEWS rows are trained on a 1/30 sample of the "
+            "paper's corpus, so only ratios compare with the paper.\n\n"
+            + markdown_table(CLAIM_HEADER, claims()))
+
+
+def readme_table(root: Path) -> str:
+    """The summary table as the README shows it, its links into ``RESULTS.md``."""
+    with contextlib.chdir(root):
+        rows = claims()
+    return markdown_table(CLAIM_HEADER, [[cell.replace("](#", f"]({REPORT}#") for cell in row]
+                                         for row in rows])
+
+
+def with_readme_table(readme: str, table: str) -> str:
+    """``readme`` with the text between its two results markers replaced by ``table``."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise UserError(f"README.md has no {README_START} ... {README_END} block for the "
+                        "results table; put the two markers where the table goes")
+    return readme[:start + len(README_START)] + "\n" + table + "\n" + readme[end:]
+
+
+def setup() -> str:
+    settings = read_json(PAPERS / "compare.json")
+    lstm = finished_rows(PAPERS).get(SENTENCE_LSTM, {})
+    data = read_json(PAPERS / SENTENCE_LSTM / "config.json")["data"]
+    pd_config = read_json(PEOPLE_S_DAILY / "config.json")
+    train, model = pd_config["train"], pd_config["model"]
+    flags = " ".join(settings.get("train_args", []))
+    lines = [
+        "## Setup", "",
+        f"- **APNEWS sample** (`{PAPERS.parent}`): {lstm.get('train_tokens_per_epoch', 0):,} "
+        f"training targets per epoch, {lstm.get('test_tokens', 0):,} test targets; "
+        f"{settings['preset']} preset (1×600 LSTM), T = {settings['num_topics']} topics, seed "
+        f"{settings['seed']}; the LM vocabulary is every training word seen at least "
+        f"{data['min_freq']} times, the topic vocabulary those in at least "
+        f"{data['topic_min_docs']} training documents, less the stop words and the most "
+        f"frequent {data['topic_top_fraction']:.1%} of word types; trained until the "
+        "validation perplexity stops improving "
+        f"(patience {settings['patience']}, the learning rate halved on each plateau, at most "
+        f"{settings['max_epochs']} epochs; a row marked *fixed budget* trained a set number of "
+        f"epochs instead), float32, train.run flags `{flags}`, the adaptive softmax of the "
+        "TCNLM paper for every row but Topic-RNN (full softmax), the tied LSTM, MoS and SDLM.",
+        f"- **People's Daily** (`{PEOPLE_S_DAILY.parent}`): the SDLM authors' tied baseline: "
+        f"{model['num_layers']}×{model['hidden_size']} LSTM, dropout {model['dropout']}, "
+        f"{train['optimizer'].upper()} from learning rate {train['learning_rate']:g}, gradient "
+        f"norm clipped at {train['clip_norm']:g}, batch {train['batch_size']} × "
+        f"{pd_config['data']['seq_len']}, {train['epochs']} epochs, the learning rate halved when "
+        "validation does not improve.",
+        "- **Where a run trained**: a record that stores `provenance` in its `metrics.json` "
+        "names the commit, command, thread count and CPU; the records of this report's tables "
+        "do not store it: they trained on 2-core x86-64 machines (AVX-512), two trainings at "
+        "a time.",
+        "- **Perplexity** is exp(total negative log-likelihood / number of predicted targets) "
+        "over the whole test split ([docs/evaluation.md](docs/evaluation.md)).",
+    ]
+    return "\n".join(lines)
+
+
+def complete(comparison: Path, rows: tuple[str, ...]) -> bool:
+    """Whether every run of ``comparison`` (each of ``rows`` at each seed of its
+    ``compare.json``) has a finished record. A comparison still training enters the report
+    only once it is complete, so that a record landing meanwhile leaves the report as it is."""
+    settings = comparison / "compare.json"
+    if not settings.is_file():
+        return False
+    seeds = read_json(settings).get("seed")
+    names = {f"{row}-seed{seed}" for row in rows for seed in seeds} if isinstance(
+        seeds, list) else set(rows)
+    return names <= set(finished_rows(comparison))
+
+
+def seed_noise() -> str:
+    text = ["## Seed noise", "",
+            "Every other table of this report has one seed per row, so a difference between "
+            "two rows of a few per cent is one run's outcome, not a ranking."]
+    if not complete(SEEDS, SEED_ROWS):
+        text.append(f"The three-seed comparison of {', '.join(SEED_ROWS)} (`{SEEDS}`) is "
+                    "training; it enters this report when all its runs are recorded.")
+        return "\n".join(text)
+    by_row: dict[str, list[float]] = {}
+    for name, metrics in finished_rows(SEEDS).items():
+        by_row.setdefault(name.rsplit("-seed", 1)[0], []).append(metrics["test_perplexity"])
+    rows = [[row, str(len(values)), number(statistics.mean(values)),
+             f"{(max(values) - min(values)) / statistics.mean(values):.1%}"]
+            for row, values in by_row.items()]
+    return "\n".join(text + ["", f"The spread over seeds (`{SEEDS}`):", "",
+                              markdown_table(["row", "seeds", "mean test ppl",
+                                              "spread (max − min) / mean"], rows)])
+
+
+def table_2() -> str:
+    records = [str(PAPERS), str(TIED)]
+    table = command_output(beside_paper.main, ["--records", *records])
+    lstm, document = test_ppl(PAPERS, SENTENCE_LSTM), test_ppl(PAPERS, DOCUMENT_LSTM)
+    below_lstm = [r for r in TOPIC_ROWS if (p := test_ppl(PAPERS, r)) and p < lstm]
+    below_document = [r for r in TOPIC_ROWS if (p := test_ppl(PAPERS, r)) and p < document]
+    return "\n".join([
+        "## TCNLM Table 2 (APNEWS sample)", "",
+        table, "",
+        f"Topic-guided rows below the sentence LSTM: {', '.join(below_lstm) or 'none'}; below "
+        f"the document LSTM: {', '.join(below_document) or 'none'} (one seed each). The "
+        "paper's basic-LSTM, LDA+LSTM, LCLM and TDLM numbers are copied from Lau et al. "
+        "2017, another codebase; its only same-codebase ratios are TCNLM against Topic-RNN "
+        "here and [Table 6](#tcnlm-table-6-one-codebase). Every row but `topic_rnn` "
+        "(full softmax), `lstm-tied` (tied full softmax), `lstm-mos` and `sdlm` has the "
+        "adaptive softmax, and the output layer alone moves an LSTM by more than the topic "
+        "rows' gains (`lstm` against `lstm-tied` of `tied-lstm`)."])
+
+
+def context_protocols() -> str:
+    missing = [str(c) for c in (PAPERS, CAUSAL, REST_SCORED_PRECEDING) if not finished_rows(c)]
+    table = (f"Not recorded yet: {', '.join(missing)}." if missing else None) or command_output(
+        protocols.main, [
+        "--rest", str(PAPERS), "--preceding", str(CAUSAL),
+        "--rest-scored-preceding", str(REST_SCORED_PRECEDING),
+        "--causal-records", str(TIED)])
+    return "\n".join([
+        "## Context protocols and the 2023 re-evaluation", "",
+        "The papers condition a sentence on the rest of its document, later sentences "
+        "included (`--context rest`); Zheng, Vafa and Blei (TMLR 2023) let a model read only "
+        "the text before it (`--context preceding`), as a document-level LSTM does, and "
+        "found that no topic-guided model beat an LSTM baseline at convergence. Their code "
+        "trains under `rest` and scores under `preceding` (the third column).", "",
+        table])
+
+
+def table_4() -> str:
+    table = command_output(topic_counts.main, [
+        "--records", str(REST_SCORED_PRECEDING), str(TOPIC_COUNTS)])
+    lda = mean_npmi(REST_SCORED_PRECEDING, "lda_lstm")
+    paper = TABLE_4["apnews"][50]
+    rows = []
+    for row, name in (("lda_lstm", "LDA"), ("tcnlm", "TCNLM(s)"), ("topic_rnn", "Topic-RNN(s)"),
+                      ("tdlm", "TDLM(s)")):
+        here = mean_npmi(REST_SCORED_PRECEDING, row)
+        rows.append([name.removesuffix("(s)"), number(here, 4), number(ratio(here, lda), 3),
+                     number(paper[name], 3), number(paper[name] / paper["LDA"], 3)])
+    return "\n".join([
+        "## TCNLM Table 4 (topic coherence)", "",
+        table, "",
+        "The paper's NPMI uses English Wikipedia as the reference corpus, ours the APNEWS "
+        "sample's training split, so the values do not compare; ratios to LDA on the same "
+        f"reference do (T = 50, LDA's topics being LDA+LSTM's; `{REST_SCORED_PRECEDING}`):",
+        "",
+        markdown_table(["topics of", "NPMI here", "/ LDA here", "paper (Table 4, small)",
+                        "/ LDA in the paper"], rows)])
+
+
+def table_6_section() -> str:
+    head = ["## TCNLM Table 6 (one codebase)", "",
+            "Table 6 is the TCNLM paper's one table whose rows the authors trained in one "
+            "codebase: 1×100 LSTMs, 30 topics."]
+    if not complete(TABLE6, TABLE6_ROWS):
+        paper = TABLE_6["apnews"]
+        return "\n".join(head + ["", f"Not recorded yet (`{TABLE6}`, a comparison of "
+                                 "`results/campaign.sh`, enters when all its runs are "
+                                 "recorded). The paper's APNEWS values: "
+                                 + ", ".join(f"{k} {v}" for k, v in paper.items()) + "."])
+    return "\n".join(head + ["", command_output(table_6.main,
+                                                ["--records", str(TABLE6)])])
+
+
+def peoples_daily() -> str:
+    metrics = read_json(PEOPLE_S_DAILY / "metrics.json")
+    torch_lines = (TORCH_REFERENCE).read_text(encoding="utf-8").splitlines()
+    torch_final = json.loads(torch_lines[-1])
+    paper = SDLM_TABLE_1["Tied LSTM (medium)"]
+    epochs = metrics["epochs"]
+    best = min(epochs, key=lambda e: e["valid_perplexity"])["epoch"]
+    rows = [["SDLM paper, Table 1", "80", number(paper["valid"]), number(paper["test"])],
+            [f"this project (`{PEOPLE_S_DAILY.parent}`)", f"{len(epochs)} (best at {best})",
+             number(metrics["best_valid_perplexity"]), number(metrics["test_perplexity"])],
+            [f"PyTorch reference recipe (`{TORCH_REFERENCE.parent}`)",
+             str(torch_final["epochs"]), number(torch_final["best_valid_ppl"]),
+             number(torch_final["test_ppl"])]]
+    return "\n".join([
+        "## SDLM Table 1 (People's Daily)", "",
+        "The SDLM paper's tied medium LSTM, the baseline its sememe decoder is measured "
+        "against, trained with the authors' recipe; the PyTorch row is that recipe in plain "
+        "PyTorch (`benchmarks/torch_reference_lm.py`), which shares no code with this "
+        "project.", "",
+        markdown_table(["model", "epochs", "valid ppl", "test ppl"], rows), "",
+        f"Test perplexity here / the paper's: {metrics['test_perplexity'] / paper['test']:.3f}."])
+
+
+def ablations() -> str:
+    rows = []
+    for name, metrics in finished_rows(PAPERS).items():
+        path = PAPERS / name / "ablations.json"
+        if not path.is_file():
+            continue
+        found, own = read_json(path), metrics["test_perplexity"]
+        rows.append([name, number(own), *(
+            f"{number(found[k])} ({found[k] / own:.3f}×)" if k in found else "-"
+            for k in ("shuffled", "uniform"))])
+    return "\n".join([
+        "## Ablations: what the topics carry", "",
+        "Each topic row of `results/apnews/papers-protocol` scored again without training, "
+        "with another document's topics and with uninformative ones (uniform proportions "
+        "1/T; Topic-RNN's θ at its prior mean 0), beside its own test perplexity:", "",
+        markdown_table(["row", "own topics", "another document's", "uninformative"], rows)])
+
+
+def comparison_table(comparison: Path, keep: tuple[str, ...] = ()) -> str:
+    """The finished records of ``comparison`` (those named in ``keep``, where given):
+    epochs, how it stopped, validation and test perplexity."""
+    settings = read_json(comparison / "compare.json")
+    fixed = settings.get("fixed_budget", {})
+    rows = [[name, str(m.get("size", "-")), str(len(m.get("epochs", []))),
+             stop_reason(m, fixed.get(name)), number(m.get("best_valid_perplexity")),
+             number(m["test_perplexity"])]
+            for name, m in finished_rows(comparison).items() if not keep or name in keep]
+    flags = " ".join(settings.get("train_args", [])) or "none"
+    return (f"`{comparison}`: {settings['dataset']}, "
+            f"{settings['preset']} preset, seed {settings['seed']}, train.run flags `{flags}`\n\n"
+            + markdown_table(["row", "size", "epochs", "stopped", "best valid ppl",
+                              "test ppl"], rows))
+
+
+def more_comparisons() -> str:
+    groups = [
+        ("The decoders at a fixed budget", [PAPERS],
+         "The tied LSTM (`lstm-tied`), MoS (`lstm-mos`) and SDLM with WordNet (`sdlm`) on the "
+         "APNEWS sample at 10 epochs each, not converged, the sentence LSTM beside them. The "
+         "SDLM paper's decoders, on People's Daily with HowNet, reach "
+         + ", ".join(f"{k} {v['test']}" for k, v in SDLM_TABLE_1.items())
+         + " (test)."),
+        ("The authors' variants of TDLM, LCLM and Topic-RNN",
+         [RESULTS / "apnews/tdlm-topic-dropout", RESULTS / "apnews/word2vec",
+          RESULTS / "synthetic/authors-variants", RESULTS / "synthetic/tdlm-topic-dropout"],
+         "Where a paper's text and its authors' code differ, both are options "
+         "([docs/models.md](docs/models.md)); these short comparisons set them side by side "
+         "(the APNEWS ones at a budget of 2 epochs)."),
+        ("Precision: float32 and mixed_bfloat16",
+         [RESULTS / "apnews/precision/float32", RESULTS / "apnews/precision/mixed_bfloat16",
+          RESULTS / "synthetic/precision/float32", RESULTS / "synthetic/precision/mixed_bfloat16"],
+         "The same rows, seed and budget under each `--precision`."),
+    ]
+    text = []
+    for title, comparisons, intro in groups:
+        text += [f"## {title}", "", intro]
+        for comparison in comparisons:
+            keep = DECODER_ROWS if comparison == PAPERS else ()
+            text += ["", comparison_table(comparison, keep)]
+        text.append("")
+    return "\n".join(text).rstrip()
+
+
+def other_records() -> str:
+    return "\n".join([
+        "## Benchmarks and fault records", "",
+        "Raw outputs of the benchmark harness (`results/benchmarks/`) and of the option "
+        "fuzzer (`results/reliability/fuzz/`) are kept as they were printed; "
+        "[docs/benchmarks.md](docs/benchmarks.md) and [docs/reliability.md](docs/reliability.md) "
+        "read them with their hardware and commands."])
+
+
+#: the papers' experiments no record here can stand for, and why
+NOT_RUN = (
+    ("the full APNEWS, IMDB and BNC corpora (TCNLM Tables 2, 4 and 6; TDLM Tables 2-4)",
+     "not available here; the APNEWS sample is 1/30 of APNEWS's training text"),
+    ("large (2×900) models", "days per row on 2 CPU cores; the small preset is run instead"),
+    ("SDLM with HowNet on People's Daily (SDLM Tables 1-3)",
+     "HowNet's sememe annotations are not obtainable; SDLM runs with WordNet on APNEWS"),
+    ("Chinese headline generation on LCSTS (SDLM §4.2)",
+     "the corpus is not available, and the project has no sequence-to-sequence model"),
+)
+
+
+def not_run() -> str:
+    return "## Not run here, and why\n\n" + markdown_table(
+        ["experiment", "why"], [list(row) for row in NOT_RUN])
+
+
+SECTIONS: tuple[Callable[[], str], ...] = (
+    summary, setup, seed_noise, table_2, context_protocols, table_4, table_6_section,
+    peoples_daily, ablations, more_comparisons, other_records, not_run)
+
+
+def report(root: Path) -> str:
+    """The report's text, from the records under ``root/results``."""
+    with contextlib.chdir(root):
+        body = "\n\n".join(section() for section in SECTIONS)
+    return ("# Results\n\n"
+            "Written by `make results` (`python -m evaluate.report`) from the records under "
+            "`results/` alone ([results/README.md](results/README.md) describes them); change "
+            "a record or the command, not this file.\n\n" + body + "\n")
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    readme = args.root / "README.md"
+    wanted = {args.output or args.root / REPORT: report(args.root),
+              readme: with_readme_table(readme.read_text(encoding="utf-8"),
+                                        readme_table(args.root))}
+    if args.check:
+        stale = [str(path) for path, text in wanted.items()
+                 if not path.is_file() or path.read_text(encoding="utf-8") != text]
+        if stale:
+            print(f"out of date with the records: {', '.join(stale)}; run `make results`")
+            return 1
+        print(f"{', '.join(map(str, wanted))} match the records")
+        return 0
+    for path, text in wanted.items():
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {', '.join(map(str, wanted))} from the records under {args.root / RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

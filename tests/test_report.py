@@ -1,0 +1,93 @@
+"""``evaluate.report``: RESULTS.md and the README's results table are what the command writes
+from the records under ``results/``, byte for byte, and their statuses follow the records."""
+import json
+import shutil
+
+import pytest
+
+from evaluate import report
+from tests.conftest import REPO_ROOT
+
+
+@pytest.fixture
+def results_copy(tmp_path):
+    """A copy of the repository's records (the report reads nothing else) and README."""
+    shutil.copytree(REPO_ROOT / "results", tmp_path / "results")
+    shutil.copy(REPO_ROOT / "README.md", tmp_path / "README.md")
+    return tmp_path
+
+
+def summary_line(text: str, claim: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {claim}"))
+
+
+def test_results_md_is_the_report_of_the_records():
+    written = (REPO_ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert written == report.report(REPO_ROOT), "RESULTS.md is stale: run `make results`"
+
+
+def test_the_readme_table_is_the_summary_of_the_records():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    table = report.readme_table(REPO_ROOT)
+    assert readme == report.with_readme_table(readme, table), (
+        "README.md's results table is stale: run `make results`")
+    assert "(RESULTS.md#sdlm-table-1-peoples-daily)" in table
+
+
+def test_a_readme_without_the_markers_is_one_line(results_copy, capsys):
+    (results_copy / "README.md").write_text("# a README without its results table\n")
+    with pytest.raises(SystemExit):
+        report.main(["--root", str(results_copy)])
+    assert "results table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edited", ["RESULTS.md", "README.md"])
+def test_check_fails_on_a_stale_report(results_copy, capsys, edited):
+    assert report.main(["--root", str(results_copy)]) == 0
+    assert report.main(["--root", str(results_copy), "--check"]) == 0
+    path = results_copy / edited
+    text = path.read_text(encoding="utf-8").replace("| reproduced |", "| (edited) |", 1)
+    path.write_text(text, encoding="utf-8")
+    assert report.main(["--root", str(results_copy), "--check"]) == 1
+    assert f"out of date with the records: {path}" in capsys.readouterr().out
+
+
+def test_a_changed_record_changes_the_status(results_copy):
+    claim = "TCNLM Table 2 (APNEWS, small, T = 50): TCNLM / basic LSTM"
+    before = summary_line(report.report(results_copy), claim)
+    path = results_copy / "results/apnews/papers-protocol/tcnlm/metrics.json"
+    metrics = json.loads(path.read_text(encoding="utf-8"))
+    lstm = json.loads((path.parent.parent / "lstm/metrics.json").read_text())["test_perplexity"]
+    metrics["test_perplexity"] = 0.8 * lstm
+    path.write_text(json.dumps(metrics), encoding="utf-8")
+    after = summary_line(report.report(results_copy), claim)
+    assert "| 0.800 | reproduced |" in after and after != before
+
+
+def test_a_missing_comparison_is_pending_not_a_number(results_copy):
+    shutil.rmtree(results_copy / "results/apnews/causal")
+    line = summary_line(report.report(results_copy), "2023 re-evaluation")
+    assert "pending (not recorded yet)" in line
+
+
+def test_a_damaged_record_is_one_line(results_copy, capsys):
+    (results_copy / "results/apnews/papers-protocol/compare.json").write_text("{", "utf-8")
+    with pytest.raises(SystemExit) as stop:
+        report.main(["--root", str(results_copy), "--check"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "papers-protocol/compare.json" in err
+
+
+def test_a_comparison_enters_only_when_complete(results_copy):
+    seeds = results_copy / "results/apnews/seeds"
+    shutil.rmtree(seeds)
+    seeds.mkdir()
+    (seeds / "compare.json").write_text(json.dumps({"seed": [0, 1]}))
+    names = [f"{row}-seed{seed}" for row in report.SEED_ROWS for seed in (0, 1)]
+    for index, name in enumerate(names):
+        (seeds / name).mkdir()
+        (seeds / name / "metrics.json").write_text(json.dumps({"test_perplexity": 60.0 + index}))
+        text = report.report(results_copy)
+        assert ("The spread over seeds" in text) == (index == len(names) - 1), name
+    assert "| lstm | 2 | 60.50 | 1.7% |" in text
