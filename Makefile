@@ -8,7 +8,7 @@ export PYTHONUNBUFFERED := 1
 WORDNET_DIR ?= $(or $(TCNLM_WORDNET_DIR),/usr/share/wordnet)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q wordnet-base
 
-.PHONY: install wordnet demo test test-fast lint bench clean
+.PHONY: install wordnet demo test test-fast lint bench results docs docs-check clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ demo: install
 	$(PY) -m train.run
 
 ## test: the whole test suite (small configurations, synthetic corpus; under 12 minutes on
-## the idle 2-core machine, RESULTS.md "The test suite"),
+## an idle 2-core machine),
 ## in 3 processes (pytest-xdist; each test file stays in one, see tests/conftest.py): a
 ## third keeps the 2 cores busy while a test waits on the subprocesses it starts.
 test: install
@@ -51,5 +51,24 @@ lint: install
 bench: install
 	$(PY) -m benchmarks.run
 
+## results: write RESULTS.md and README.md's results table from the records under results/
+## (python -m evaluate.report; tests/test_report.py fails while either is stale).
+results: $(VENV)/.installed
+	$(PY) -m evaluate.report
+
 clean:
 	rm -rf runs .cache .pytest_cache
+
+## docs: write the command-line reference, docs/reference/<command>.md, from every
+## command's own argument parser (python -m tools.reference; tests/test_docs_reference.py
+## fails while a page is stale).
+docs: $(VENV)/.installed
+	$(PY) -m tools.reference
+
+## docs-check: the reference is up to date, and the shell commands of README.md and
+## docs/**/*.md: ```bash blocks run in a sandbox copy of the checkout, one per file, the
+## python -m commands of ```bash long blocks are parsed by their own parsers
+## (python -m tools.docs_check --list shows which is which; --file PATH checks one file).
+docs-check: install
+	@status=0; $(PY) -m tools.reference --check || status=1; \
+	  $(PY) -m tools.docs_check || status=1; exit $$status

@@ -264,12 +264,17 @@ def test_round_trips_and_reloads_with_equal_predictions(cls, tmp_path):
     assert reloaded.count_params() == model.count_params()
 
 
-def readme_example() -> str:
-    """The README's Keras example: the python block after its marker comment."""
-    text = (REPO_ROOT / "README.md").read_text()
+def readme_example(page: str = "README.md") -> str:
+    """The Keras example of ``page`` (README.md, docs/layers.md): the python block after its
+    marker comment."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
     match = re.search(r"<!-- keras-functional-example -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its functional-API example"
+    assert match, f"{page} lost its functional-API example"
     return match.group(1)
+
+
+def test_the_layers_page_shows_the_tested_example():
+    assert readme_example("docs/layers.md") == readme_example()
 
 
 def test_readme_functional_example_runs_and_reloads(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """evaluate.serving_client: TF Serving REST requests and answers, unit by unit and against
-a local stand-in for TF Serving's REST predict endpoint that runs the real exports; and the
-README's serving documentation checked against what ``saved_model_cli`` prints."""
+a local stand-in for TF Serving's REST predict endpoint that runs the real exports; and
+the serving documentation (docs/serving.md) checked against what ``saved_model_cli`` prints."""
 import json
 import re
 import subprocess
@@ -99,11 +99,9 @@ def test_cli_prints_the_answer(server):
     assert len(json.loads(result.stdout)["topics"][0]) == 4
 
 
-# ------------------------------------------------------------- the README's serving docs
-def _readme_section() -> str:
-    text = (REPO_ROOT / "README.md").read_text()
-    start = text.index("## Serving with TF Serving")
-    return text[start:text.index("\n## ", start + 1)]
+# ----------------------------------------------------------------- the serving docs
+def _serving_docs() -> str:
+    return (REPO_ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
 
 
 def _signature_defs(text: str, num_topics: int) -> dict:
@@ -124,8 +122,8 @@ def _signature_defs(text: str, num_topics: int) -> dict:
     return defs
 
 
-def test_readme_matches_saved_model_cli(exports):
-    """The README's saved_model_cli listing has the signatures, names, dtypes and shapes
+def test_serving_docs_match_saved_model_cli(exports):
+    """docs/serving.md's saved_model_cli listing has the signatures, names, dtypes and shapes
     that saved_model_cli prints for a TCNLM export, and every curl example names a real
     signature with exactly its inputs; every signature has a curl example."""
     _, out = exports
@@ -136,9 +134,9 @@ def test_readme_matches_saved_model_cli(exports):
                            capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0, shown.stderr[-2000:]
     actual = _signature_defs(shown.stdout, num_topics=4)
-    section = _readme_section()
-    listing = re.search(r"<!-- saved-model-cli -->\s*```\n(.*?)```", section, re.S)
-    assert listing, "README lost its saved_model_cli listing"
+    section = _serving_docs()
+    listing = re.search(r"<!-- saved-model-cli -->\s*```\w*\n(.*?)```", section, re.S)
+    assert listing, "docs/serving.md lost its saved_model_cli listing"
     documented = _signature_defs(listing.group(1), num_topics=50)
     assert documented == actual
     examples = re.findall(r"-d '(\{.*?\})'", section, re.S)

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> Path:
     target = export(args.run, args.output_dir, args.name)
     print(f"SavedModel: {target}\n"
           f"signatures: saved_model_cli show --all --dir {target}\n"
-          f"serve: see README.md, 'Serving with TF Serving'")
+          "serve: see docs/serving.md")
     return target
 
 

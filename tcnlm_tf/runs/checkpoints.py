@@ -85,13 +85,16 @@ def checkpoint_paths(directory: Path | str) -> list[str]:
 
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | str,
                             log: Callable[[str], None] = print,
-                            partial: bool = False) -> str | None:
+                            partial: bool = False,
+                            advice: str = "the run cannot continue from it, start a new one"
+                            ) -> str | None:
     """Restore the newest checkpoint of ``directory`` that reads back whole, and return its
     prefix (None when the directory has none).
 
     A checkpoint that fails to restore (a torn or corrupted data file fails TensorFlow's
     checksums; a missing file fails to open) is passed over for the next older one, with a
-    one-line notice; when none is readable, a :class:`UserError` names the newest and why.
+    one-line notice; when none is readable, a :class:`UserError` names the newest and why,
+    then ``advice`` (what the caller does about it).
     ``partial``: the checkpoint may hold objects ``checkpoint`` does not (e.g. a training
     checkpoint's optimiser, read for the model alone); every object of ``checkpoint``
     must still be restored."""
@@ -114,6 +117,5 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | s
     if failures:
         newest, reason = failures[0]
         raise UserError(f"no readable checkpoint in {directory}: {newest} and "
-                        f"{len(failures) - 1} older one(s) fail to restore ({reason}); the run "
-                        "cannot continue from it, start a new one")
+                        f"{len(failures) - 1} older one(s) fail to restore ({reason}); {advice}")
     return None

@@ -111,9 +111,10 @@ def _restore(model: LanguageModel, files: RunDirectory) -> str:
     warn = functools.partial(print, file=sys.stderr)
     checkpoint = model_checkpoint(model)
     try:
-        best = restore_newest_readable(checkpoint, files.best, warn, partial=True)
+        best = restore_newest_readable(checkpoint, files.best, warn, partial=True,
+                                       advice="using the newest training checkpoint instead")
     except UserError as error:
-        warn(f"warning: {error}; using the newest training checkpoint instead")
+        warn(f"warning: {error}")
         best = None
     return best or restore_newest_readable(checkpoint, files.checkpoints, warn,
                                            partial=True)
