@@ -3,8 +3,9 @@ counted with every import, the ones inside functions too, since a cycle broken o
 late import still ties the two modules together (``tcnlm_tf.decoders.output_layers`` builds
 the layers of ``tcnlm_tf.models.lstm``, so the layers it builds live in ``layers/``, which
 imports nothing of the project). Modules are counted one by one, a subpackage such as
-``tcnlm_tf.data`` by its ``__init__``; the layers the imports follow are described in
-``docs/architecture.md``."""
+``tcnlm_tf.data`` by its ``__init__``. And the imports run down the layers that
+``docs/architecture.md`` describes: between the top-level folders, and through the tiers of
+``tcnlm_tf``."""
 import ast
 
 from tests.conftest import REPO_ROOT
@@ -79,3 +80,51 @@ def test_no_module_imports_one_that_imports_it():
     graph = import_graph()
     assert {"tcnlm_tf.decoders.output_layers", "layers.tied_softmax", "train.run"} <= graph.keys()
     assert cycles(graph) == []
+
+
+#: what each top-level folder may import of the project (docs/architecture.md)
+FOLDERS = {"layers": set(), "tcnlm_tf": {"layers"}, "train": {"tcnlm_tf", "layers"},
+           "evaluate": {"tcnlm_tf", "layers", "train"},
+           "benchmarks": {"tcnlm_tf", "layers", "train", "evaluate"}}
+#: the tiers inside tcnlm_tf (docs/architecture.md): a module imports only its own tier or
+#: lower ones; "models" stands for every module of tcnlm_tf.models but its registry, "" for
+#: the package's own __init__ (it installs the quiet start-up)
+TIERS = (
+    ("", "errors", "quiet", "precision", "arguments", "options", "data", "decoders", "runs",
+     "metrics", "serving", "cli"),
+    ("models.registry", "decoders.registry", "data.corpus", "data.vocab", "data.synthetic",
+     "data.prepare", "data.embeddings", "data.knowledge", "metrics.perplexity",
+     "metrics.coherence", "metrics.recovery", "runs.lock", "runs.directory",
+     "runs.checkpoints", "runs.provenance", "serving.mixtures"),
+    ("config",),
+    ("data.loading", "data.pipeline", "metrics.baselines"),
+    ("models", "decoders.output_layers"),
+    ("runs.loading",),
+    ("serving.generation", "serving.module", "metrics.evaluation"),
+    ("cli.command_line",),
+)
+
+
+def tier_of(module: str) -> int:
+    """The tier of a ``tcnlm_tf`` module, from 1."""
+    name = module.removeprefix("tcnlm_tf").removeprefix(".")
+    if name.startswith("models") and name != "models.registry":
+        name = "models"
+    found = [index for index, tier in enumerate(TIERS, 1) if name in tier]
+    assert found, f"tcnlm_tf.{name} has no tier: add it to TIERS and docs/architecture.md"
+    return found[0]
+
+
+def test_imports_run_down_between_folders():
+    up = sorted(f"{m} imports {i}" for m, imported in import_graph().items()
+                for i in imported if (folder := m.split(".")[0]) in FOLDERS
+                and i.split(".")[0] not in FOLDERS[folder] | {folder})
+    assert not up, up
+
+
+def test_imports_run_down_the_tiers_of_tcnlm_tf():
+    graph = import_graph()
+    up = sorted(f"{m} (tier {tier_of(m)}) imports {i} (tier {tier_of(i)})"
+                for m, imported in graph.items() if m.startswith("tcnlm_tf")
+                for i in imported if i.startswith("tcnlm_tf") and tier_of(i) > tier_of(m))
+    assert not up, up
