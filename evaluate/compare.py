@@ -76,7 +76,7 @@ from evaluate.common import read_record
 from evaluate.compare_report import (DOCUMENT_LSTM, RunKey, ablation_table, aggregate,
                                      coherence_table, curves, curves_png, table,
                                      write_tensorboard)
-from tcnlm_tf.arguments import MAX_SEED, finite_float, integer, integer_list
+from tcnlm_tf.arguments import MAX_SEED, dataset_name, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
 from tcnlm_tf.data.corpus import write_text
@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m evaluate.compare", description=__doc__.split(": ", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: python -m evaluate.compare --dataset apnews --data-dir ../shared/data")
-    p.add_argument("--dataset", choices=DATASETS, default="synthetic",
-                   help="corpus to compare on (default: synthetic)")
+    p.add_argument("--dataset", type=dataset_name, default="synthetic", metavar="NAME",
+                   help=f"corpus to compare on: {', '.join(DATASETS)} or the folder "
+                   "<data-dir>/NAME of your own (default: synthetic)")
     p.add_argument("--data-dir", type=Path, default=default_data_dir(),
                    help="directory holding <dataset>/{train,valid,test}.txt")
     p.add_argument("--cache-dir", type=Path, default=default_cache_dir(),

@@ -6,12 +6,27 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Callable
 
 #: the largest integer setting (a size, count or step): TensorFlow's int32 shapes
 MAX_INTEGER = 2 ** 31 - 1
 #: NumPy's seed range, [0, 2^32)
 MAX_SEED = 2 ** 32 - 1
+
+
+#: a corpus's name (--dataset): its folder under the data directory, one path component
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def dataset_name(text: str) -> str:
+    """A corpus's name: the papers' (``apnews``, ...) or the folder of one's own corpus under
+    ``--data-dir`` (letters, digits, ``_``, ``.``, ``-``; not a path)."""
+    if not DATASET_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a corpus name: name the folder under --data-dir that holds "
+            "train.txt, valid.txt and test.txt (letters, digits, _ . -; no /)")
+    return text
 
 
 def finite_float(text: str) -> float:

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tcnlm_tf.arguments import MAX_INTEGER
+from tcnlm_tf.arguments import DATASET_NAME, MAX_INTEGER
 from tcnlm_tf.data.corpus import atomic_write
 from tcnlm_tf.data.vocab import TOP_AMONG
 from tcnlm_tf.decoders.registry import DECODERS, all_decoder_options, decoder_spec
@@ -34,7 +34,9 @@ from tcnlm_tf.models.registry import all_options, spec_of
 from tcnlm_tf.options import SAME_AS_DEFAULT, check_settings
 from tcnlm_tf.precision import PRECISIONS
 
-#: peoples_daily: the SDLM paper's People's Daily split (one sentence per line)
+#: the corpora the papers name (peoples_daily: the SDLM paper's People's Daily split, one
+#: sentence per line); --dataset also takes any other name, a corpus of one's own in
+#: <data-dir>/<name>/, read with the general settings (general_settings_note)
 DATASETS = ("synthetic", "apnews", "imdb", "bnc", "peoples_daily")
 #: sentence: each sentence on its own; document: state carried within a document; stream:
 #: the whole split as one token stream, state carried throughout (the PyTorch
@@ -96,10 +98,9 @@ def check_data_dir_given(dataset: str, data_dir: str | Path | None) -> None:
     """Refuse a ``--data-dir`` given for the synthetic corpus, which reads no files: without
     ``--dataset`` the command would otherwise train on synthetic data in silence."""
     if data_dir is not None and dataset == "synthetic":
-        raise UserError(f"--data-dir is where the files of --dataset "
-                        f"{', '.join(d for d in DATASETS if d != 'synthetic')} are; --dataset "
-                        "synthetic (the default) generates its corpus and reads none: add "
-                        "--dataset, or drop --data-dir")
+        raise UserError("--data-dir is where the corpus of --dataset NAME is (NAME/train.txt, "
+                        "...); --dataset synthetic (the default) generates its corpus and "
+                        "reads none: add --dataset, or drop --data-dir")
 
 
 def default_cache_dir() -> Path:
@@ -317,7 +318,9 @@ class RunConfig:
         d, m, t = self.data, self.model, self.train
         spec = spec_of(m.model)
         checks = [
-            (d.dataset in DATASETS, f"unknown dataset {d.dataset!r}; choose one of {DATASETS}"),
+            (bool(DATASET_NAME.fullmatch(d.dataset)),
+             f"--dataset {d.dataset!r} is not a corpus name: name the folder under --data-dir "
+             "that holds train.txt, valid.txt and test.txt (letters, digits, _ . -)"),
             (m.mode in MODES, f"unknown --mode {m.mode!r}; choose one of {MODES}"),
             (m.decoder in DECODERS,
              f"unknown --decoder {m.decoder!r}; choose one of {', '.join(DECODERS)}"),

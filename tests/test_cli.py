@@ -200,7 +200,7 @@ def test_runs_dir_defaults_to_the_environment_variable(monkeypatch, tmp_path):
     (["--max-doc-tokens", "0"], "--max-doc-tokens must be >= 1"),
     (["--patience", "0"], "--patience must be >= 1"),
     # the synthetic corpus reads no files: a --data-dir given without --dataset was ignored
-    (["--data-dir", "data"], "--data-dir is where the files of --dataset"),
+    (["--data-dir", "data"], "--data-dir is where the corpus of --dataset"),
 ])
 def test_out_of_range_integer_settings_are_one_line_errors(flags, fragment, tmp_path, capsys):
     """Every numeric train.run option refuses an out-of-range value with one line: sizes

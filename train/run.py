@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tcnlm_tf.cli.command_line import (build_parser, config_from_args, config_from_file,
-                                       resumed_config)
+                                       corpus_note, resumed_config)
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data.loading import load_corpus
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         config, new_rate = config_from_args(args), None
     config.validate()
+    if note := corpus_note(config.data):
+        print(note)
 
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     config.validate_for_vocabulary(len(corpus.lm_vocab))

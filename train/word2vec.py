@@ -17,7 +17,7 @@ import time
 import zlib
 from pathlib import Path
 
-from tcnlm_tf.arguments import finite_float, integer, random_seed
+from tcnlm_tf.arguments import dataset_name, finite_float, integer, random_seed
 from tcnlm_tf.cli.command_line import key_value
 from tcnlm_tf.config import (DATASETS, DataConfig, check_data_dir_given, default_cache_dir,
                              default_data_dir)
@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                "With one worker (the default) and the same --seed the vectors are the same "
                "on every run;\nseveral workers train faster but not reproducibly (gensim's "
                "threads race).")
-    parser.add_argument("--dataset", choices=DATASETS, default="synthetic",
-                        help="corpus whose train.txt is read (default: %(default)s)")
+    parser.add_argument("--dataset", type=dataset_name, default="synthetic", metavar="NAME",
+                        help=f"corpus whose train.txt is read: {', '.join(DATASETS)} or the "
+                        "folder <data-dir>/NAME of your own (default: %(default)s)")
     parser.add_argument("--data-dir", default=None,
                         help=f"directory holding <dataset>/train.txt (default: $TCNLM_DATA_DIR "
                         f"or ./data, now {default_data_dir()})")

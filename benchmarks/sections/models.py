@@ -28,8 +28,8 @@ from pathlib import Path
 
 from benchmarks.harness import (name_list, print_table, ratio, synthetic_flags,
                                 time_contenders, train_run_config)
-from tcnlm_tf.arguments import integer
-from tcnlm_tf.config import DATASETS, default_cache_dir
+from tcnlm_tf.arguments import dataset_name, integer
+from tcnlm_tf.config import default_cache_dir
 from tcnlm_tf.data.synthetic import SyntheticConfig
 from tcnlm_tf.decoders.registry import decoder_rows
 from tcnlm_tf.errors import UserError
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma list of evaluate.compare rows, out of "
                              f"{','.join(row_names)} (default: every model and decoder, "
                              f"{','.join(DEFAULT_MODEL_ROWS)})")
-    models.add_argument("--dataset", choices=DATASETS, default=None,
+    models.add_argument("--dataset", type=dataset_name, default=None, metavar="NAME",
                         help="corpus of the models section (default: apnews when --data-dir "
                              "holds apnews/train.txt, else synthetic)")
     models.add_argument("--data-dir", type=Path, default=Path("../shared/data"),

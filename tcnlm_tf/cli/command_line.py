@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from tcnlm_tf.arguments import finite_float
+from tcnlm_tf.arguments import dataset_name, finite_float
 from tcnlm_tf.config import (CONTEXTS, DATASETS, INITS, LINE_ENDS, LONG_SENTENCES, MODES,
                              OPTIMIZERS, PRESETS, STRATEGIES, DataConfig, ModelConfig,
                              RunConfig, TrainConfig, apply_decoder_defaults, apply_preset,
@@ -36,9 +36,12 @@ RESUMABLE = {"epochs", "max_steps", "patience", "log_every", "checkpoint_minutes
              "keep_checkpoints", "learning_rate", "precision"}
 #: data settings that are file locations: stored absolute, compared as files on --resume
 PATH_SETTINGS = ("data_dir", "stopwords")
-#: topic-vocabulary document-frequency threshold: the papers' 100, smaller for the small
-#: synthetic corpus whose topic words are spread over fewer documents
-TOPIC_MIN_DOCS = {"synthetic": 5}
+#: topic-vocabulary document-frequency threshold: the papers' 100 for their corpora, 5 for
+#: the small synthetic corpus whose topic words are spread over fewer documents
+TOPIC_MIN_DOCS = {"synthetic": 5, **{name: 100 for name in DATASETS if name != "synthetic"}}
+#: the general threshold, for a corpus of one's own: its size is not known, and the papers'
+#: 100 leaves a corpus of a few thousand documents with hardly a topic word
+GENERAL_TOPIC_MIN_DOCS = 10
 
 FIELDS = {
     "data": {f.name for f in dataclasses.fields(DataConfig)},
@@ -76,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                "by a TAB, tokens by a space) or make them with `python -m train.prepare`.")
     # Defaults are None here and resolved in config_from_args, so we know what was explicit.
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", choices=DATASETS, help="corpus (default: synthetic)")
+    data.add_argument("--dataset", type=dataset_name, metavar="NAME",
+                      help=f"corpus: one the papers name ({', '.join(DATASETS)}; each with its "
+                      "paper's settings) or any folder <data-dir>/NAME holding your own "
+                      "train.txt, valid.txt and test.txt, read with the general settings "
+                      "(default: synthetic)")
     data.add_argument("--data-dir", help=f"directory holding <dataset>/{{train,valid,test}}.txt "
                       f"(default: $TCNLM_DATA_DIR or ./data, now {default_data_dir()})")
     data.add_argument("--cache-dir", type=Path, default=None,
@@ -235,6 +242,19 @@ def chosen_options(explicit: dict[str, Any], options: dict[str, Option], spec: A
     return {name: explicit[name] for name in options.keys() & explicit.keys()}
 
 
+def corpus_note(data: DataConfig) -> str | None:
+    """The line that says which settings a corpus of one's own gets (None for the papers'
+    corpora and the synthetic one, which keep their own)."""
+    if data.dataset in DATASETS:
+        return None
+    stopwords = data.stopwords or "the built-in English stop-word list"
+    return (f"corpus {data.dataset!r} is not one the papers name, so it gets the general "
+            f"settings: LM vocabulary the words seen at least {data.min_freq} times "
+            f"(--min-freq), topic vocabulary the words in at least {data.topic_min_docs} "
+            f"training documents (--topic-min-docs), less the stop words ({stopwords}; "
+            "--stopwords)")
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """A fresh run's configuration: dataclass defaults, preset, the model's own defaults,
     then explicit flags, then the decoder's defaults. A model (decoder) option given for a
@@ -244,7 +264,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     config = RunConfig()
     set_explicit(config, explicit, args.synthetic)
     if "topic_min_docs" not in explicit:
-        config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset, 100)
+        config.data.topic_min_docs = TOPIC_MIN_DOCS.get(config.data.dataset,
+                                                        GENERAL_TOPIC_MIN_DOCS)
     # stored absolute: the run is evaluated and resumed from other working directories
     for name in PATH_SETTINGS:
         setattr(config.data, name, resolved(getattr(config.data, name)))

@@ -98,14 +98,30 @@ def source_dir(config: DataConfig, cache_dir: Path | None = None) -> Path:
         key = _digest(json.dumps(syn.to_dict(), sort_keys=True).encode())[:12]
         return synthetic.write_corpus(cache_dir / f"synthetic-{key}", syn)
     directory = Path(config.data_dir) / config.dataset
+    source = (f"get it from {CORPUS_SOURCES[config.dataset]}" if config.dataset in CORPUS_SOURCES
+              else "make it with `python -m train.prepare --input RAW --output "
+              f"DIR/{config.dataset}`")
     for split in SPLITS:
         path = directory / f"{split}.txt"
         if not path.is_file():
+            held = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else None
+            found = "" if held is None else (
+                f"; {directory} holds {', '.join(held[:5]) or 'nothing'}"
+                + (f" and {len(held) - 5} more" if len(held) > 5 else ""))
             raise UserError(
-                f"{config.dataset} corpus not found: expected {path} ({FORMAT_DESCRIPTION}); "
-                f"get it from {CORPUS_SOURCES[config.dataset]} and pass --data-dir DIR "
-                f"(or set TCNLM_DATA_DIR) so that DIR/{config.dataset}/{split}.txt exists")
+                f"{config.dataset} corpus not found: expected {path} ({FORMAT_DESCRIPTION})"
+                f"{found}; {source} and pass --data-dir DIR (or set TCNLM_DATA_DIR) so "
+                f"that DIR/{config.dataset}/{split}.txt exists")
+        if not holds_text(path):
+            raise UserError(f"{path} holds no text: every split of a corpus needs at least "
+                            f"one document ({FORMAT_DESCRIPTION}); {source}")
     return directory
+
+
+def holds_text(path: Path) -> bool:
+    """Whether the file has a line that is not blank (read until the first one)."""
+    with open(path, "rb") as lines:
+        return any(line.strip() for line in lines)
 
 
 def corpus_location(config: DataConfig, given: str | Path | None = None) -> str:
