@@ -6,8 +6,10 @@ documents) over a reference corpus (default: the run's training split), laid and
 that toolkit, which computed the TDLM paper's coherence, does (``--convention toolkit``: windows
 overhang a document's ends, a pair never seen together scores 0) or with whole windows only
 and -1 for such a pair (``limit``, the convention of records that name none;
-``tcnlm_tf.metrics.coherence`` says both). ``coherence.json`` keeps the convention and the top
-words scored."""
+``tcnlm_tf.metrics.coherence`` says both). Beside it, topic diversity: the share of distinct
+words among all topics' top 10 and top 25 words (Dieng et al. 2020 report the 25), which
+says whether coherent topics are also different ones. ``coherence.json`` keeps the
+convention, the diversity and the top words scored."""
 from __future__ import annotations
 
 import json
@@ -17,17 +19,24 @@ from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import exit_on_user_error
-from tcnlm_tf.metrics.coherence import CONVENTIONS, coherence_summary, count_cooccurrences
+from tcnlm_tf.metrics.coherence import (CONVENTIONS, DIVERSITY_NS, coherence_summary,
+                                        count_cooccurrences, topic_diversity)
 
 NS = (5, 10, 15, 20)
 
 
 def coherence(run, reference, window: int = 20, convention: str = CONVENTIONS[0]) -> dict:
-    """The coherence summary of ``run``'s topics against ``reference`` documents, with the
-    top words it scored (``top_words``: per topic, most probable first)."""
-    topics = top_words(run, max(NS))
-    counts = count_cooccurrences(reference, {w for t in topics for w in t}, window, convention)
-    return {**coherence_summary(topics, counts, NS), "top_words": topics}
+    """The coherence summary of ``run``'s topics against ``reference`` documents, their
+    diversity (``{N: share}``, at each N the topic vocabulary has words for) and the top
+    words scored (``top_words``: per topic, most probable first, as many as the largest N
+    of either)."""
+    topics = top_words(run, max(*NS, *DIVERSITY_NS))
+    scored = [topic[:max(NS)] for topic in topics]
+    counts = count_cooccurrences(reference, {w for t in scored for w in t}, window, convention)
+    return {**coherence_summary(scored, counts, NS),
+            "diversity": {n: topic_diversity(topics, n) for n in DIVERSITY_NS
+                          if min(map(len, topics)) >= n},   # a topic vocabulary that small
+            "top_words": topics}
 
 
 @exit_on_user_error
@@ -54,6 +63,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"NPMI top-{n}: {value:.4f}")
     print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "
           f"(reference {path}, window {args.window}, {args.convention} convention)")
+    print("topic diversity (distinct share of all topics' top N words): " + ", ".join(
+        f"top-{n} {value:.3f}" for n, value in summary["diversity"].items()))
     result = {"reference": str(path), "window": args.window, "convention": args.convention,
               **summary}
     write_text(run.files.coherence, json.dumps(result, indent=2) + "\n")

@@ -32,6 +32,7 @@ from evaluate.common import row_order
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.metrics.coherence import topic_diversity
 
 #: where the records live, relative to the repository root, and the report's default output
 RESULTS, REPORT = Path("results"), Path("RESULTS.md")
@@ -112,6 +113,17 @@ def finished_rows(comparison: Path) -> dict[str, dict]:
 def test_ppl(comparison: Path, row: str) -> float | None:
     """The recorded test perplexity of ``row`` in ``comparison``, or None."""
     return finished_rows(comparison).get(row, {}).get("test_perplexity")
+
+
+def diversity(comparison: Path, row: str, n: int = 10) -> float | None:
+    """The topic diversity at ``n`` of ``row``'s topics in ``comparison``, from the top words
+    its ``topics.txt`` records (``topic k: w1 w2 ...``), or None without that file."""
+    path = comparison / row / "topics.txt"
+    if not path.is_file():
+        return None
+    topics = [line.split(":", 1)[1].split() for line in
+              path.read_text(encoding="utf-8").splitlines() if ":" in line]
+    return topic_diversity(topics, n)
 
 
 def mean_npmi(comparison: Path, row: str) -> float | None:
@@ -360,15 +372,21 @@ def table_4() -> str:
                       ("tdlm", "TDLM(s)")):
         here = mean_npmi(REST_SCORED_PRECEDING, row)
         rows.append([name.removesuffix("(s)"), number(here, 4), number(ratio(here, lda), 3),
+                     number(diversity(REST_SCORED_PRECEDING, row), 3),
                      number(paper[name], 3), number(paper[name] / paper["LDA"], 3)])
     return "\n".join([
         "## TCNLM Table 4 (topic coherence)", "",
         table, "",
         "The paper's NPMI uses English Wikipedia as the reference corpus, ours the APNEWS "
         "sample's training split, so the values do not compare; ratios to LDA on the same "
-        f"reference do (T = 50, LDA's topics being LDA+LSTM's; `{REST_SCORED_PRECEDING}`):",
+        f"reference do (T = 50, LDA's topics being LDA+LSTM's; `{REST_SCORED_PRECEDING}`). "
+        "Diversity is the share of distinct words among all topics' top 10 (from each "
+        "record's `topics.txt`; the paper gives none): low coherence with high diversity is "
+        "many different poor topics, high coherence with low diversity a few good ones "
+        "repeated.",
         "",
-        markdown_table(["topics of", "NPMI here", "/ LDA here", "paper (Table 4, small)",
+        markdown_table(["topics of", "NPMI here", "/ LDA here", "diversity, top 10 here",
+                        "paper (Table 4, small)",
                         "/ LDA in the paper"], rows)])
 
 

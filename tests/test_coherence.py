@@ -9,7 +9,7 @@ import pytest
 
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.metrics.coherence import (coherence_summary, count_cooccurrences, npmi_matrix,
-                                        topic_coherence)
+                                        topic_coherence, topic_diversity)
 
 # Document 1 is the stream "a b c a d": with a window of 3 its whole windows are {a,b,c},
 # {b,c,a} and {c,a,d}. Document 2, "b d", is shorter than the window, so it is one whole window
@@ -287,3 +287,11 @@ def test_toolkit_coherence_matches_its_scoring_step(seed):
         expected = [toolkit_topic_score(t[:n], word_windows, pair_windows, num_windows, index)
                     for t in topics]
         assert topic_coherence(topics, counts, n) == pytest.approx(expected, abs=1e-12)
+
+
+def test_topic_diversity_is_the_distinct_share_of_the_top_words():
+    assert topic_diversity([["a", "b"], ["c", "d"]], 2) == 1.0
+    assert topic_diversity([["a", "b"], ["a", "b"], ["a", "b"]], 2) == pytest.approx(1 / 3)
+    assert topic_diversity([["a", "b", "x"], ["b", "c", "y"]], 2) == 0.75   # only the top 2
+    with pytest.raises(UserError, match="needs 3 top words"):
+        topic_diversity([["a", "b", "c"], ["a", "b"]], 3)

@@ -143,7 +143,11 @@ def test_coherence_summary(tcnlm_run):
     # scored again without the run
     saved = json.loads((tcnlm_run[0] / "coherence.json").read_text())
     assert saved["convention"] == "toolkit" and saved["top_words"] == expected[10]["top_words"]
-    assert [len(topic) for topic in saved["top_words"]] == [20] * 4
+    assert [len(topic) for topic in saved["top_words"]] == [25] * 4
+    # beside it, the topics' diversity at 10 and 25 top words, from the same words
+    from tcnlm_tf.metrics.coherence import topic_diversity
+    assert saved["diversity"] == {str(n): pytest.approx(topic_diversity(saved["top_words"], n))
+                                  for n in (10, 25)}
     limit = main(run_args(tcnlm_run, "--window", "10", "--convention", "limit"))
     assert limit["convention"] == "limit"
     assert limit["per_n"] == pytest.approx(coherence(run, reference, 10, "limit")["per_n"])

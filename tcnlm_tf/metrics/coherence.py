@@ -258,6 +258,21 @@ def topic_coherence(top_words: Sequence[Sequence[str]], counts: CooccurrenceCoun
     return _scores(top_words, counts, npmi_matrix(counts), n)
 
 
+#: the top-N sizes of topic diversity: Dieng, Ruiz and Blei's (2020, "Topic Modeling in
+#: Embedding Spaces") 25, and the 10 words a topic is usually shown with
+DIVERSITY_NS = (10, 25)
+
+
+def topic_diversity(top_words: Sequence[Sequence[str]], n: int) -> float:
+    """The share of distinct words among the top ``n`` words of all topics: 1 when no two
+    topics share a top word, 1/K when all K topics list the same ones (Dieng et al. 2020's
+    topic diversity at ``n`` = 25)."""
+    if not top_words or any(len(topic) < n for topic in top_words):
+        raise UserError(f"topic diversity at N = {n} needs {n} top words of every topic; "
+                        "extract more top words per topic")
+    return len({word for topic in top_words for word in topic[:n]}) / (n * len(top_words))
+
+
 def coherence_summary(top_words: Sequence[Sequence[str]], counts: CooccurrenceCounts,
                       ns: Sequence[int] = DEFAULT_NS) -> dict:
     """Coherence of a topic set at each N in ``ns`` and averaged over them, as the papers report.
