@@ -290,7 +290,9 @@ def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, 
     assert old["coherence"]["convention"] == "toolkit"
     assert "top_words" not in old["coherence"]             # they stay in coherence.json
     words = json.loads((record / "tcnlm" / "coherence.json").read_text())["top_words"]
-    assert len(words) == 4 and all(len(topic) == 20 for topic in words)
+    # the words scored: 20 for the NPMI, 25 for the diversity
+    assert len(words) == 4 and all(len(topic) == 25 for topic in words)
+    assert set(old["coherence"]["diversity"]) == {"10", "25"}
     # without --ablations the rows' ablation scores stay in their records; an early row
     # rewritten alone is committed with the table of every row, not of the rows before it
     path = record / "lstm" / "metrics.json"
