@@ -1,14 +1,29 @@
 """``python -m evaluate.topics --run runs/<name>``: the top words of every learned topic
 (the model's topic-word distributions: TCNLM's beta, eq. 6; TDLM's softmax(B W + b), its
-Sec. 5), written to ``<run>/topics.txt`` and to TensorBoard (text ``topics/top_words``)."""
+Sec. 5), written to ``<run>/topics.txt`` and to TensorBoard (text ``topics/top_words``).
+
+``--export FILE.npz`` also writes the model's topics as the OCTIS toolkit's model output, so
+its metrics (and gensim's) run on them unchanged: one ``numpy.savez_compressed`` file with
+``topics`` (the top words of each topic), ``topic-word-matrix`` (beta, [T, V]: the topic
+vocabulary's words in the order of ``FILE.vocabulary.json``, ``{"0": word, ...}``, as OCTIS
+reads a vocabulary), ``topic-document-matrix`` (theta, [T, D], of the run's training
+documents) and ``test-topic-document-matrix`` (theta of its test documents), read back with
+``dict(numpy.load(FILE, allow_pickle=True))`` as OCTIS's ``load_model_output`` does."""
 from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
 
 import numpy as np
 
-from evaluate.common import parser
+from evaluate.common import parser, read_documents, split_file
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.data.corpus import write_text
-from tcnlm_tf.errors import exit_on_user_error
+from tcnlm_tf.data.corpus import atomic_write, write_text
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: documents whose topic proportions are inferred at once for --export
+EXPORT_BATCH = 256
 
 
 def topic_words(run) -> tuple[np.ndarray, list[str]]:
@@ -26,11 +41,43 @@ def top_words(run, n: int) -> list[list[str]]:
     return [[words[i] for i in row] for row in order]
 
 
+def theta(run, split: str) -> np.ndarray:
+    """Topic proportions of every document of the run's ``split``, [T, D] (OCTIS's shape)."""
+    from tcnlm_tf.metrics.evaluation import document_topics
+
+    documents = read_documents(split_file(run, split))
+    return np.concatenate([document_topics(run, documents[i:i + EXPORT_BATCH])
+                           for i in range(0, len(documents), EXPORT_BATCH)]).T
+
+
+def export_octis(run, topics: list[list[str]], path: Path) -> Path:
+    """Write the OCTIS model output of ``run`` to ``path`` (an .npz) and its vocabulary to
+    ``<path stem>.vocabulary.json``; returns the vocabulary's path."""
+    beta, words = topic_words(run)
+    output = {"topics": np.array(topics, dtype=object), "topic-word-matrix": beta,
+              "topic-document-matrix": theta(run, "train"),
+              "test-topic-document-matrix": theta(run, "test")}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **output)
+    atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
+    vocabulary = path.with_name(path.name.removesuffix(".npz") + ".vocabulary.json")
+    write_text(vocabulary, json.dumps({str(i): w for i, w in enumerate(words)},
+                                      ensure_ascii=False) + "\n")
+    return vocabulary
+
+
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> list[list[str]]:
     p = parser("topics", __doc__.split(": ", 1)[1])
     p.add_argument("--top-n", type=integer(1), default=10, help="words per topic (default: 10)")
+    p.add_argument("--export", type=Path, metavar="FILE.npz",
+                   help="also write the topics as OCTIS's model output (topics, topic-word "
+                   "matrix, topic-document matrices of the training and test documents) to "
+                   "FILE.npz and the vocabulary to FILE.vocabulary.json")
     args = p.parse_args(argv)
+    if args.export and args.export.suffix != ".npz":
+        raise UserError(f"--export {args.export}: the OCTIS model output is an .npz file; "
+                        "name it FILE.npz")
     import tensorflow as tf
     from tcnlm_tf.runs.loading import load_run, require_topic_model
 
@@ -46,6 +93,9 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
     with tf.summary.create_file_writer(str(run.files.tensorboard)).as_default(step=0):
         tf.summary.text("topics/top_words", table)
     print(f"written to {path} and TensorBoard ({run.files.tensorboard})")
+    if args.export:
+        vocabulary = export_octis(run, topics, args.export)
+        print(f"OCTIS model output: {args.export} (vocabulary {vocabulary})")
     return topics
 
 

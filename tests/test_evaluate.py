@@ -209,6 +209,37 @@ def test_generate_rejects_bad_topics(tcnlm_run, capsys, args, fragment):
     assert fragment in capsys.readouterr().err
 
 
+def test_topics_export_reads_back_as_octis_reads_it(tcnlm_run, tmp_path, capsys):
+    """--export writes OCTIS's model output: loaded as its load_model_output does, the
+    matrices are the model's beta and its theta of the training and test documents, and its
+    vocabulary file turns each topic-word row back into the topic's top words."""
+    from evaluate.common import read_documents, split_file
+    from evaluate.topics import main, topic_words
+    from tcnlm_tf.metrics.evaluation import document_topics
+    from tcnlm_tf.runs.loading import load_run
+
+    path = tmp_path / "octis" / "model_output.npz"
+    topics = main(run_args(tcnlm_run, "--export", str(path)))
+    output = dict(np.load(path, allow_pickle=True))
+    run = load_run(tcnlm_run[0])
+    beta, words = topic_words(run)
+    assert set(output) == {"topics", "topic-word-matrix", "topic-document-matrix",
+                           "test-topic-document-matrix"}
+    assert output["topics"].tolist() == topics
+    np.testing.assert_allclose(output["topic-word-matrix"], beta)
+    for key, split in (("topic-document-matrix", "train"), ("test-topic-document-matrix", "test")):
+        documents = read_documents(split_file(run, split))
+        assert output[key].shape == (len(topics), len(documents))
+        np.testing.assert_allclose(output[key], document_topics(run, documents).T, atol=1e-6)
+    index2vocab = json.loads((tmp_path / "octis" / "model_output.vocabulary.json").read_text())
+    for topic, row in zip(topics, output["topic-word-matrix"]):
+        ranked = [index2vocab[str(i)] for i in np.argsort(row)[::-1]]
+        assert [w for w in ranked if not w.startswith("<")][:len(topic)] == topic
+    with pytest.raises(SystemExit):
+        main(run_args(tcnlm_run, "--export", str(tmp_path / "output.txt")))
+    assert "an .npz file" in capsys.readouterr().err
+
+
 def test_topics_rejects_a_non_positive_top_n(tcnlm_run, capsys):
     from evaluate.topics import main
     with pytest.raises(SystemExit) as stop:
