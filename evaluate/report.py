@@ -44,7 +44,7 @@ REST_SCORED_PRECEDING = RESULTS / "apnews/rest-scored-preceding"
 TOPIC_COUNTS = RESULTS / "apnews/topic-counts"
 TABLE6 = RESULTS / "apnews/table6"
 SEEDS = RESULTS / "apnews/seeds"
-PEOPLE_S_DAILY = RESULTS / "peoples-daily/tied-medium/pd-tied-medium-none"
+PD_BASELINE = RESULTS / "peoples-daily/tied-medium/pd-tied-medium-none"
 TORCH_REFERENCE = RESULTS / "peoples-daily/pytorch-reference/pd-tied-medium-torch.jsonl"
 #: Table 2's topic-guided rows (the ones the paper says beat the basic LSTM)
 TOPIC_ROWS = ("tcnlm", "tdlm", "lda_lstm", "lclm", "topic_rnn")
@@ -160,6 +160,8 @@ def status_beats(here: float | None, paper: float) -> str:
 
 
 def status_value(here: float | None, paper: float) -> str:
+    """The status of an absolute number: reproduced within :data:`TOLERANCE` of the
+    paper's."""
     if here is None:
         return "pending (not recorded yet)"
     return "reproduced" if abs(here / paper - 1) <= TOLERANCE else "not reproduced"
@@ -197,8 +199,8 @@ def claims() -> list[list[str]]:
     document = test_ppl(PAPERS, DOCUMENT_LSTM)
     causal = {row: ratio(test_ppl(CAUSAL, row), document) for row in DOCUMENT_ROWS}
     best = min((r for r in causal.values() if r is not None), default=None)
-    pd = read_json(PEOPLE_S_DAILY / "metrics.json") if (
-        PEOPLE_S_DAILY / "metrics.json").is_file() else {}
+    pd = read_json(PD_BASELINE / "metrics.json") if (
+        PD_BASELINE / "metrics.json").is_file() else {}
     pd_paper = SDLM_TABLE_1["Tied LSTM (medium)"]["test"]
     return [
         ["SDLM Table 1: tied 2×650 LSTM on People's Daily, test perplexity",
@@ -261,7 +263,7 @@ def setup() -> str:
     settings = read_json(PAPERS / "compare.json")
     lstm = finished_rows(PAPERS).get(SENTENCE_LSTM, {})
     data = read_json(PAPERS / SENTENCE_LSTM / "config.json")["data"]
-    pd_config = read_json(PEOPLE_S_DAILY / "config.json")
+    pd_config = read_json(PD_BASELINE / "config.json")
     train, model = pd_config["train"], pd_config["model"]
     flags = " ".join(settings.get("train_args", []))
     lines = [
@@ -278,7 +280,7 @@ def setup() -> str:
         f"{settings['max_epochs']} epochs; a row marked *fixed budget* trained a set number of "
         f"epochs instead), float32, train.run flags `{flags}`, the adaptive softmax of the "
         "TCNLM paper for every row but Topic-RNN (full softmax), the tied LSTM, MoS and SDLM.",
-        f"- **People's Daily** (`{PEOPLE_S_DAILY.parent}`): the SDLM authors' tied baseline: "
+        f"- **People's Daily** (`{PD_BASELINE.parent}`): the SDLM authors' tied baseline: "
         f"{model['num_layers']}×{model['hidden_size']} LSTM, dropout {model['dropout']}, "
         f"{train['optimizer'].upper()} from learning rate {train['learning_rate']:g}, gradient "
         f"norm clipped at {train['clip_norm']:g}, batch {train['batch_size']} × "
@@ -405,14 +407,14 @@ def table_6_section() -> str:
 
 
 def peoples_daily() -> str:
-    metrics = read_json(PEOPLE_S_DAILY / "metrics.json")
+    metrics = read_json(PD_BASELINE / "metrics.json")
     torch_lines = (TORCH_REFERENCE).read_text(encoding="utf-8").splitlines()
     torch_final = json.loads(torch_lines[-1])
     paper = SDLM_TABLE_1["Tied LSTM (medium)"]
     epochs = metrics["epochs"]
     best = min(epochs, key=lambda e: e["valid_perplexity"])["epoch"]
     rows = [["SDLM paper, Table 1", "80", number(paper["valid"]), number(paper["test"])],
-            [f"this project (`{PEOPLE_S_DAILY.parent}`)", f"{len(epochs)} (best at {best})",
+            [f"this project (`{PD_BASELINE.parent}`)", f"{len(epochs)} (best at {best})",
              number(metrics["best_valid_perplexity"]), number(metrics["test_perplexity"])],
             [f"PyTorch reference recipe (`{TORCH_REFERENCE.parent}`)",
              str(torch_final["epochs"]), number(torch_final["best_valid_ppl"]),
