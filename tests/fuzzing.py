@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from http.server import HTTPServer
 from pathlib import Path
 
+from tools.commands import capture_parser
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 #: non-finite, zero, negative, huge (a float, one past float64, past int64 and past int32)
@@ -208,10 +210,6 @@ def quick_stops() -> dict[str, tuple[str, str]]:
             "train.word2vec": ("train.word2vec", "train_vectors")}
 
 
-class _Captured(Exception):
-    pass
-
-
 def typed(action: argparse.Action) -> bool:
     """Whether the option's type refuses a word (a number, a list of numbers, KEY=VALUE),
     unlike paths, names and texts, which take any value."""
@@ -227,28 +225,12 @@ def typed(action: argparse.Action) -> bool:
 def value_options(module: str, argv: list[str], typed_only: bool = False) -> list[str]:
     """The options of ``module``'s parser (the sub-command's, for the serving client) that
     take a value (``typed_only``: a value of a checked type, :func:`typed`), by their first
-    name."""
-    found: list[argparse.ArgumentParser] = []
-    original = argparse.ArgumentParser.parse_known_args
-
-    def capture(self, args=None, namespace=None):
-        found.append(self)
-        raise _Captured
-
-    argparse.ArgumentParser.parse_known_args = capture
-    try:
-        importlib.import_module(module).main(list(argv))
-    except _Captured:
-        pass
-    finally:
-        argparse.ArgumentParser.parse_known_args = original
-    actions = list(found[0]._actions)
-    for action in found[0]._actions:
+    name; the parser as the flag reference captures it (a staged one merged whole)."""
+    parser = capture_parser(module)
+    actions = list(parser._actions)
+    for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             actions += action.choices[[a for a in argv if a in action.choices][0]]._actions
-    if module == "evaluate.gradients":      # its own --top, then train.run's parser
-        from train.run import build_parser
-        actions += build_parser()._actions
     return [a.option_strings[0] for a in actions
             if a.option_strings and a.nargs != 0 and a.option_strings[0] != "--help"
             and (typed(a) or not typed_only)]
