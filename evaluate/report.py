@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from evaluate import beside_paper, protocols, table_6, topic_counts
-from evaluate.common import row_order
+from evaluate.common import read_record, row_order
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
 from tcnlm_tf.errors import UserError, exit_on_user_error
@@ -84,21 +85,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_json(path: Path) -> dict:
-    """A record's JSON file as a dict; a one-line error naming it where it is unreadable."""
+    """A record's JSON file as a dict (a one-line error naming it where it is unreadable)."""
+    return read_record(path, "evaluate.report")
+
+
+@contextlib.contextmanager
+def reading(root: Path) -> Iterator[None]:
+    """Read the records under ``root`` (relative paths resolve there), each comparison's
+    once (:func:`finished_rows` is cached for the duration)."""
+    finished_rows.cache_clear()
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"cannot read the record {path} ({err}); restore it with git "
-                        "checkout -- FILE or remove that record") from None
-    if not isinstance(found, dict):
-        raise UserError(f"the record {path} holds no JSON object; restore it with git "
-                        "checkout -- FILE")
-    return found
+        with contextlib.chdir(root):
+            yield
+    finally:
+        finished_rows.cache_clear()
 
 
+@functools.lru_cache(maxsize=None)
 def finished_rows(comparison: Path) -> dict[str, dict]:
     """Run name -> its ``metrics.json``, for every record of ``comparison`` with a test
-    perplexity (an empty dict where the comparison has no records yet)."""
+    perplexity (an empty dict where the comparison has no records yet); read once per
+    :func:`reading`."""
     if not comparison.is_dir():
         return {}
     rows = {}
@@ -244,7 +251,7 @@ def summary() -> str:
 
 def readme_table(root: Path) -> str:
     """The summary table as the README shows it, its links into ``RESULTS.md``."""
-    with contextlib.chdir(root):
+    with reading(root):
         rows = claims()
     return markdown_table(CLAIM_HEADER, [[cell.replace("](#", f"]({REPORT}#") for cell in row]
                                          for row in rows])
@@ -525,7 +532,7 @@ SECTIONS: tuple[Callable[[], str], ...] = (
 
 def report(root: Path) -> str:
     """The report's text, from the records under ``root/results``."""
-    with contextlib.chdir(root):
+    with reading(root):
         body = "\n\n".join(section() for section in SECTIONS)
     return ("# Results\n\n"
             "Written by `make results` (`python -m evaluate.report`) from the records under "
