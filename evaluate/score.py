@@ -13,31 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from evaluate.common import read_documents
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.data.corpus import Document, write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
-
-
-def sentence_requests(documents: list[Document], context_kind: str
-                      ) -> tuple[list[str], list[str]]:
-    """``(sentences, documents)`` inputs of the score signature, one row per sentence."""
-    sentences, contexts = [], []
-    for document in documents:
-        for k, sentence in enumerate(document):
-            if context_kind == "bag-of-words":
-                context = document[:k] + document[k + 1:]
-            elif context_kind in ("preceding-text", "preceding-sentences",
-                                  "preceding-bag-of-words"):
-                context = document[:k]
-            else:
-                context = []
-            sentences.append(" ".join(sentence))
-            contexts.append("\t".join(" ".join(s) for s in context))
-    return sentences, contexts
+from tcnlm_tf.serving.scoring import corpus_score
 
 
 def load_saved_model(path: Path):
@@ -59,17 +41,11 @@ def score_file(model, documents: list[Document], batch_size: int = 64) -> dict[s
     """Total log-likelihood, token count and perplexity of ``documents`` under ``model``."""
     import tensorflow as tf
 
-    kind = model.context_kind.numpy().decode()
-    sentences, contexts = sentence_requests(documents, kind)
     score = model.signatures["score"]
-    log_likelihood, tokens = 0.0, 0
-    for start in range(0, len(sentences), batch_size):
-        out = score(sentences=tf.constant(sentences[start:start + batch_size]),
-                    documents=tf.constant(contexts[start:start + batch_size]))
-        log_likelihood += float(tf.reduce_sum(tf.cast(out["log_likelihood"], tf.float64)))
-        tokens += int(tf.reduce_sum(out["num_tokens"]))
-    return {"sentences": len(sentences), "tokens": tokens, "log_likelihood": log_likelihood,
-            "perplexity": math.exp(-log_likelihood / tokens), "context": kind}
+    return corpus_score(
+        lambda sentences, contexts: score(sentences=tf.constant(sentences, tf.string),
+                                          documents=tf.constant(contexts, tf.string)),
+        documents, model.context_kind.numpy().decode(), batch_size)
 
 
 @exit_on_user_error

@@ -7,11 +7,21 @@ measured (:mod:`tcnlm_tf.metrics`), export and generation (:mod:`tcnlm_tf.servin
 ``train.run`` command line (:mod:`tcnlm_tf.cli`); the run configuration
 (:mod:`tcnlm_tf.config`) and the small modules every part uses (errors, argument types, model
 and decoder options, numeric precision) sit at the top. Reusable Keras layers live in the
-top-level ``layers`` package. Importing the package quietens TensorFlow's start-up
+top-level ``layers`` package. :func:`load` is the Python API's front door
+(:mod:`tcnlm_tf.serving.api`). Importing the package quietens TensorFlow's start-up
 (:mod:`tcnlm_tf.quiet`), for every command of the project.
 """
 from tcnlm_tf import quiet
+from tcnlm_tf.version import __version__
 
 quiet.install()
 
-__version__ = "0.1.0"
+
+def load(path, precision=None):
+    """A trained model for Python use: a run directory, a preset directory or an exported
+    SavedModel; see :func:`tcnlm_tf.serving.api.load`."""
+    from tcnlm_tf.serving.api import load as load_model
+    return load_model(path, precision)
+
+
+__all__ = ["__version__", "load"]

@@ -41,6 +41,14 @@ def finite_float(text: str) -> float:
     return value
 
 
+def probability(text: str) -> float:
+    """A number in (0, 1] (a share of probability mass, such as top-p's p)."""
+    value = finite_float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def int_list(text: str) -> list[int]:
     """'256,256' -> [256, 256]."""
     try:

@@ -182,6 +182,19 @@ def test_generate_for_a_topic_and_a_mixture(tcnlm_run):
     assert one == main(run_args(tcnlm_run, "--topic", "2", "--num", "2", "--seed", "1"))
 
 
+def test_generate_continues_a_prompt_with_each_sampler(tcnlm_run):
+    """--prompt starts every sentence; top-k 1 and a tiny top-p sample what greedy decoding
+    takes; a beam search answers as many sentences as asked."""
+    from evaluate.generate import main
+    common = ["--topic", "1", "--prompt", "w1 w2", "--num", "2"]
+    greedy = main(run_args(tcnlm_run, *common, "--greedy"))
+    assert all(s.split()[:2] == ["w1", "w2"] for s in greedy)
+    assert main(run_args(tcnlm_run, *common, "--top-k", "1", "--seed", "3")) == greedy
+    assert main(run_args(tcnlm_run, *common, "--top-p", "1e-6", "--seed", "3")) == greedy
+    beams = main(run_args(tcnlm_run, *common, "--beams", "3"))
+    assert len(beams) == 2 and beams[0].startswith("w1 w2")
+
+
 def test_generation_without_unk(tcnlm_run):
     """With <unk> made by far the most likely word, greedy decoding emits only <unk>, and
     with allow_unk=False sampling emits words but no <unk>."""

@@ -45,9 +45,15 @@ np.savez(sys.argv[2], **results)
 """
 
 
+#: the exports whose generate_sampled signatures the clean process runs (the samplers are
+#: the shared generator's, the same code for every model; eagerly, each call takes seconds)
+SAMPLED = ("tcnlm", "lstm-document")
+
+
 def calls_for(run, documents, temperature):
-    """Signature calls (name, {input: (value, dtype)}) covering every signature, generating
-    at ``temperature`` (0.0: the argmax; above 0: sampled)."""
+    """Signature calls (name, {input: (value, dtype)}) covering every signature (the
+    ``generate_sampled`` ones for :data:`SAMPLED` runs), generating at ``temperature``
+    (0.0: the argmax; above 0: sampled)."""
     sentences = [" ".join(s) for d in documents for s in d][:6] + ["qqqzz unknown words", ""]
     context = ["\t".join(" ".join(s) for s in d) for d in documents]
     docs = (context * 3)[:len(sentences)]
@@ -60,9 +66,17 @@ def calls_for(run, documents, temperature):
                         "documents": (docs, "string"), "k": (10 ** 6, "int32")}),   # all
     ]
     t = (temperature, "float32")
+    prompts = [sentences[0].rsplit(" ", 1)[0], "", "qqqzz"]
+    samplers = [{"prompts": (prompts, "string"), "seed": (7, "int64"), "temperature": t,
+                 "top_k": (3, "int32"), "top_p": (0.9, "float32"), "beam_width": (0, "int32")},
+                {"prompts": (prompts, "string"), "seed": (7, "int64"), "temperature": t,
+                 "top_k": (0, "int32"), "top_p": (1.0, "float32"), "beam_width": (3, "int32")}]
+    if run.directory.name not in SAMPLED:
+        samplers = []
     if not has_topics(run.model):
         calls += [("generate", {"num_sentences": (3, "int32"), "seed": (7, "int64"),
                                 "temperature": t})]
+        calls += [("generate_sampled", sampler) for sampler in samplers]
     else:
         T = run.model.num_topics
         mixture = np.full((1, T), 1.0 / T).tolist()
@@ -71,7 +85,13 @@ def calls_for(run, documents, temperature):
                   ("generate", {"topics": (one_hot + mixture, "float32"), "seed": (7, "int64"),
                                 "temperature": t}),
                   ("generate_from_document", {"documents": (context, "string"),
-                                              "seed": (3, "int64"), "temperature": t})]
+                                              "seed": (3, "int64"), "temperature": t}),
+                  ("topic_words", {"top_n": (5, "int32")})]
+        calls += [("generate_sampled", {"topics": (one_hot + mixture, "float32"), **sampler})
+                  for sampler in samplers]
+        calls += [("generate_sampled_from_document",
+                   {"documents": ((context * 3)[:3], "string"), **sampler})
+                  for sampler in samplers]
     return calls
 
 
@@ -278,6 +298,7 @@ def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name
         assert signatures["generate"](topics=tf.zeros([0, num_topics]), seed=seed,
                                       temperature=tf.constant(1.0))["sentences"].shape == [0]
         assert signatures["infer_topics"](documents=empty)["topics"].shape == [0, num_topics]
+        conditions = {"topics": tf.zeros([0, num_topics])}
     else:
         one = {"num_sentences": tf.constant(1)}
         assert signatures["generate"](num_sentences=tf.constant(0), seed=seed,
@@ -286,6 +307,12 @@ def test_signatures_check_batch_agreement_and_serve_an_empty_batch(exports, name
             with pytest.raises(tf.errors.InvalidArgumentError, match=text):
                 signatures["generate"](num_sentences=tf.constant(bad), seed=seed,
                                        temperature=tf.constant(1.0))
+        conditions = {}
+    for width in (0, 3):                  # sampling and beam search, on an empty batch
+        assert signatures["generate_sampled"](
+            **conditions, prompts=empty, seed=seed, temperature=tf.constant(1.0),
+            top_k=tf.constant(0), top_p=tf.constant(1.0),
+            beam_width=tf.constant(width))["sentences"].shape == [0]
     for temperature in (float("nan"), float("inf")):
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match="generate: temperature must be a finite number"):

@@ -2,10 +2,12 @@
 ``DIR/NAME/{train,valid,test}.txt`` with the general settings and says so; a missing split,
 an empty file or a name that is not a folder name is one line."""
 import argparse
+import ast
+import contextlib
+import io
 import json
 import random
-import subprocess
-import sys
+import re
 
 import pytest
 
@@ -71,17 +73,65 @@ def test_an_empty_split_is_one_line(tmp_path, text):
         source_dir(DataConfig(dataset="empty", data_dir=str(tmp_path)))
 
 
+#: raw text, one article per file, for the quickstart: sentences of a few topics' words
+TOPIC_WORDS = ("senate bill vote law", "market stock price bank", "team game win season",
+               "rain storm wind coast")
+
+
+def write_raw_articles(directory, count=48):
+    """``count`` raw-text articles, each mostly about one of :data:`TOPIC_WORDS`' topics."""
+    directory.mkdir(parents=True)
+    rng = random.Random(1)
+    for i in range(count):
+        words = TOPIC_WORDS[i % len(TOPIC_WORDS)].split()
+        sentences = [" ".join(rng.choice(words + ["the", "a", "of"]) for _ in range(6))
+                     .capitalize() + "." for _ in range(4)]
+        (directory / f"article{i}.txt").write_text(" ".join(sentences) + "\n")
+
+
+def readme_python_quickstart() -> str:
+    """The README's Python quickstart block."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"<!-- python-api-quickstart -->\s*```python\n(.*?)```", text,
+                     re.S).group(1)
+
+
 @pytest.mark.slow
-def test_training_on_an_own_corpus(tmp_path):
-    write_corpus(tmp_path / "data" / "mycorpus")
+def test_the_quickstart_from_raw_text_to_generating_from_python(tmp_path, monkeypatch):
+    """The README's quickstart on a tiny corpus, in a fresh folder: raw articles ->
+    train.prepare -> data/mycorpus -> a TCNLM trained with the general settings ->
+    evaluate.perplexity -> train.export -> its Python block (load the export, perplexity,
+    topics, top-p generation, a preset), whose numbers are the commands'."""
+    from evaluate.perplexity import main as perplexity_main
+    from evaluate.score import main as score_main
+    from train.export import main as export_main
+    from train.prepare import main as prepare_main
+    from train.run import main as train_main
+
+    monkeypatch.chdir(tmp_path)
+    write_raw_articles(tmp_path / "my_articles")
+    prepare_main(["--input", "my_articles/", "--output", "data/mycorpus"])
     tiny = TINY[TINY.index("--hidden-size"):]      # the sizes and budget, not the synthetic corpus
-    result = subprocess.run(
-        [sys.executable, "-m", "train.run", "--dataset", "mycorpus", "--data-dir",
-         str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"), "--cache-dir",
-         str(tmp_path / "cache"), "--run-name", "own", "--min-freq", "1", *tiny],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "corpus 'mycorpus' is not one the papers name" in result.stdout
-    config = json.loads((tmp_path / "runs" / "own" / "config.json").read_text())
+    train_main(["--dataset", "mycorpus", "--data-dir", "data", "--model", "tcnlm",
+                "--run-name", "my-tcnlm", "--num-topics", "4", "--min-freq", "1",
+                "--cache-dir", str(tmp_path / "cache"), *tiny])
+    config = json.loads((tmp_path / "runs" / "my-tcnlm" / "config.json").read_text())
     assert config["data"]["dataset"] == "mycorpus"
     assert config["data"]["topic_min_docs"] == GENERAL_TOPIC_MIN_DOCS
+    evaluated = perplexity_main(["--run", "runs/my-tcnlm"])
+    saved = export_main(["--run", "runs/my-tcnlm"])
+    served = score_main(["--saved-model", str(saved), "--text-file", "data/mycorpus/test.txt"])
+    assert served["perplexity"] == pytest.approx(evaluated["perplexity"], rel=1e-5)
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(readme_python_quickstart(), {})
+    perplexity, topics, generated = [ast.literal_eval(line)
+                                     for line in printed.getvalue().splitlines()]
+    assert perplexity == pytest.approx(served["perplexity"], rel=1e-5)
+    assert len(topics) == 3 and all(len(words) == 10 for words in topics)
+    assert len(generated) == 2 and all(s.startswith("the senate") for s in generated)
+    import tcnlm_tf
+    preset = tcnlm_tf.load("presets/my-tcnlm")
+    assert preset.perplexity("data/mycorpus/test.txt") == pytest.approx(
+        evaluated["perplexity"], rel=1e-5)

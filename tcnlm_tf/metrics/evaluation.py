@@ -19,10 +19,12 @@ import tensorflow as tf
 from tcnlm_tf.config import CONTEXTS, MAX_GENERATED_WORDS, carries_state
 from tcnlm_tf.data import pipeline
 from tcnlm_tf.data.corpus import Document
+from tcnlm_tf.data.pipeline import UNK_ID
+from tcnlm_tf.data.vocab import PAD
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.runs.loading import Run, encode_documents
-from tcnlm_tf.serving.generation import generate_ids
+from tcnlm_tf.serving.generation import beam_ids, generate_ids
 from tcnlm_tf.serving.mixtures import topic_mixture
 
 
@@ -148,15 +150,28 @@ def topic_vector(num_topics: int, topic: int | None = None,
 
 def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: float = 1.0,
              greedy: bool = False, max_words: int = MAX_GENERATED_WORDS, seed: int = 0,
-             allow_unk: bool = True) -> list[list[str]]:
+             allow_unk: bool = True, top_k: int = 0, top_p: float = 1.0, beams: int = 0,
+             prompt: list[str] = ()) -> list[list[str]]:
     """``num`` sentences conditioned on ``topics`` [T] (a topic model) or on nothing (None:
-    an empty document, :func:`empty_context`), until ``<eos>`` or ``max_words`` words;
-    ``allow_unk=False`` never emits ``<unk>``."""
+    an empty document, :func:`empty_context`), each continuing the words of ``prompt``,
+    until ``<eos>`` or ``max_words`` words (the prompt's not counted); ``allow_unk=False``
+    never emits ``<unk>``. Sampled with ``top_k``/``top_p``
+    (:func:`~tcnlm_tf.serving.generation.filter_logits`), or with ``beams`` >= 2 the best
+    of a beam search (:func:`~tcnlm_tf.serving.generation.beam_ids`)."""
     model = run.model
     context = (model.topic_context(tf.constant(np.tile(topics[None], (num, 1)), tf.float32))
                if topics is not None and has_topics(model) else empty_context(run, num))
-    out = tf.function(lambda: generate_ids(
-        model, context, tf.constant(num), tf.constant(seed, tf.int64),
-        tf.constant(0.0 if greedy else temperature), max_words, allow_unk))()
+    ids = [UNK_ID if w == PAD else run.lm_vocab.id(w) for w in prompt]   # as the export reads
+    prompts = {"prompt_ids": tf.constant([ids] * num,
+                                         tf.int32, shape=[num, len(prompt)]),
+               "prompt_lengths": tf.fill([num], len(prompt))}
+    if beams >= 2:
+        out = tf.function(lambda: beam_ids(model, context, tf.constant(num), beams, max_words,
+                                           allow_unk, **prompts))()
+    else:
+        out = tf.function(lambda: generate_ids(
+            model, context, tf.constant(num), tf.constant(seed, tf.int64),
+            tf.constant(0.0 if greedy else temperature), max_words, allow_unk, top_k, top_p,
+            **prompts))()
     ids, lengths = out["ids"].numpy(), out["num_tokens"].numpy()
     return [[run.lm_vocab.words[i] for i in row[:n]] for row, n in zip(ids, lengths)]

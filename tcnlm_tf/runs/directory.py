@@ -101,6 +101,16 @@ class RunDirectory:
         """Every carried-state file in ``checkpoints/``."""
         return sorted(self.checkpoints.glob("resume-state-*.npz"))
 
+    def model_files(self) -> list[Path]:
+        """What the model and its decoder keep in the run directory for themselves (such as
+        ``lda/`` or ``knowledge_base.npz``): every entry that is none of the files above,
+        sorted."""
+        own = {self.config, self.lm_vocab, self.topic_vocab, self.checkpoints, self.best,
+               self.tensorboard, self.metrics, self.lock, self.topics, self.coherence,
+               self.recovery, self.ablations}
+        return sorted(p for p in self.path.iterdir()
+                      if p not in own and not p.match("topics_doc*.png"))
+
     def has_checkpoint(self) -> bool:
         """Whether a training checkpoint has been written (a run to resume)."""
         return (self.checkpoints / "checkpoint").is_file()

@@ -53,6 +53,11 @@ def _dummy_batch(model: LanguageModel) -> dict[str, tf.Tensor]:
     return {"inputs": ids, "targets": ids, "weights": tf.ones([1, 2]), **context}
 
 
+def build_weights(model: LanguageModel) -> None:
+    """Create every variable of ``model`` (a one-row call), so weights can be restored."""
+    model(_dummy_batch(model))
+
+
 def load_run(directory: Path | str, precision: str | None = None,
              data_dir: Path | str | None = None) -> Run:
     """Rebuild the model of ``directory`` and restore its best (else latest) weights; its
@@ -77,7 +82,7 @@ def load_run(directory: Path | str, precision: str | None = None,
     if precision is not None:
         config.train.precision = precision
     model = build_model(config, lm_vocab, topic_vocab, directory)
-    model(_dummy_batch(model))
+    build_weights(model)
     mismatches = shape_mismatches(newest[0], model)
     if mismatches:
         raise UserError(

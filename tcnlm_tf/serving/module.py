@@ -37,6 +37,24 @@ Signatures (B = batch, N = longest row; every output is padded past each row's l
     ``documents`` string [B], ``seed``, ``temperature`` -> as ``generate``, conditioned on
     each document as the model reads it when scoring (its ``context``: TCNLM's posterior-mean
     t, TDLM's s = B^T p, Topic-RNN's posterior-mean theta).
+``generate_sampled`` and ``generate_sampled_from_document``
+    as ``generate`` and ``generate_from_document`` (the one without topics takes no
+    ``num_sentences``: it generates one sentence per prompt), with a sampler and prompts:
+    ``prompts`` string [B] (words to continue, read after ``<eos>`` as the start of the
+    sentence; "" for none), ``top_k`` int32 [] (> 0: only the k most probable words;
+    0: off), ``top_p`` float32 [] (< 1: only the smallest set of most probable words whose
+    probability reaches p; 1: off), ``beam_width`` int32 [] (>= 2: beam search with that
+    many beams, up to 32, ignoring temperature, top_k and top_p; 0 or 1: sampling) ->
+    ``sentences`` string [B] (each prompt's words, then the generated ones), ``tokens``
+    string [B, 40] and ``num_tokens`` int32 [B] (the generated words only), and
+    ``log_probability`` float32 [B] (the model's log-probability of the generated words and
+    the ``<eos>`` that ended them, given the prompt). ``generate`` and
+    ``generate_from_document`` keep their inputs, so the requests of clients written for
+    them still work.
+``topic_words`` (topic models)
+    ``top_n`` int32 [] -> ``words`` string [T, top_n] and ``probabilities`` float32
+    [T, top_n]: each topic's most probable words (special tokens left out), as
+    ``evaluate.topics`` lists them.
 
 How the context enters follows the run's training: models with document-context inputs
 read ``documents`` through the same builder as training
@@ -68,10 +86,15 @@ from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.data.vocab import PAD
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.runs.loading import Run
-from tcnlm_tf.serving.generation import generate_ids
+from tcnlm_tf.serving.generation import MAX_BEAM_WIDTH, beam_ids, generate_ids
 
 SCALAR_SEED = tf.TensorSpec([], tf.int64, name="seed")
 SCALAR_TEMPERATURE = tf.TensorSpec([], tf.float32, name="temperature")
+#: the sampler inputs of the generate_sampled signatures, after their conditioning inputs
+SAMPLER_SPECS = [tf.TensorSpec([None], tf.string, name="prompts"), SCALAR_SEED,
+                 SCALAR_TEMPERATURE, tf.TensorSpec([], tf.int32, name="top_k"),
+                 tf.TensorSpec([], tf.float32, name="top_p"),
+                 tf.TensorSpec([], tf.int32, name="beam_width")]
 
 
 def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
@@ -177,6 +200,10 @@ class ServingModule(tf.Module):
             self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
         if self.topic_model:
             self.num_topics = run.model.num_topics
+            # the words of the columns of the model's topic-word matrix
+            self.topic_word_words = tf.constant(
+                (run.lm_vocab if run.model.topic_vocabulary == "lm" else run.topic_vocab).words,
+                tf.string)
 
         self.score = tf.function(self._score, input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
@@ -205,12 +232,33 @@ class ServingModule(tf.Module):
                     checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
+            self.generate_sampled = tf.function(
+                lambda topics, prompts, seed, temperature, top_k, top_p, beam_width:
+                self._generate_sampled(self.model.topic_context(checked_topics(topics)),
+                                       tf.shape(topics)[0], prompts, seed, temperature, top_k,
+                                       top_p, beam_width),
+                input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
+                                               name="topics"), *SAMPLER_SPECS])
+            self.generate_sampled_from_document = tf.function(
+                lambda documents, prompts, seed, temperature, top_k, top_p, beam_width:
+                self._generate_sampled(self._context(documents), tf.shape(documents)[0],
+                                       prompts, seed, temperature, top_k, top_p, beam_width),
+                input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
+                                 *SAMPLER_SPECS])
+            self.topic_words = tf.function(self._topic_words, input_signature=[
+                tf.TensorSpec([], tf.int32, name="top_n")])
         else:
             self.generate = tf.function(
                 lambda num_sentences, seed, temperature: self._generate_without_topics(
                     num_sentences, seed, temperature),
                 input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
+            self.generate_sampled = tf.function(
+                lambda prompts, seed, temperature, top_k, top_p, beam_width:
+                self._generate_sampled(self._context(tf.fill(tf.shape(prompts), "")),
+                                       tf.shape(prompts)[0], prompts, seed, temperature,
+                                       top_k, top_p, beam_width),
+                input_signature=SAMPLER_SPECS)
 
     def context_rule(self) -> str:
         """How the ``documents`` input is read: ``preceding-sentences`` (models with a
@@ -238,10 +286,13 @@ class ServingModule(tf.Module):
         alike, where a concrete function traced beforehand was traced a second time there
         (half of an export's time)."""
         functions = {"serving_default": self.score_sentences, "score": self.score,
-                     "next_words": self.next_words, "generate": self.generate}
+                     "next_words": self.next_words, "generate": self.generate,
+                     "generate_sampled": self.generate_sampled}
         if self.topic_model:
             functions.update(infer_topics=self.infer_topics,
-                             generate_from_document=self.generate_from_document)
+                             generate_from_document=self.generate_from_document,
+                             generate_sampled_from_document=self.generate_sampled_from_document,
+                             topic_words=self.topic_words)
         return functions
 
     # ------------------------------------------------------------------ text -> ids
@@ -393,9 +444,61 @@ class ServingModule(tf.Module):
         """Sample (or, at temperature <= 0, take the argmax) word by word from ``<eos>``,
         conditioned on ``context`` (a topic vector's, or a document's: the same context the
         model scores that document's sentences with)."""
-        out = generate_ids(self.model, context, batch, seed, temperature)
+        text = self._text(generate_ids(self.model, context, batch, seed, temperature))
+        words = tf.RaggedTensor.from_tensor(text["tokens"], lengths=text["num_tokens"])
+        return {**text, "sentences": tf.strings.reduce_join(words, axis=1, separator=" ")}
+
+    def _text(self, out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The generated ids of :func:`generate_ids` as ``tokens`` string [B, 40] ("" from
+        the end of each sentence on) and their ``num_tokens`` [B]."""
         ended = tf.range(MAX_GENERATED_WORDS)[None, :] >= out["num_tokens"][:, None]
-        tokens = tf.where(ended, "", tf.gather(self.lm_words, out["ids"]))
-        words = tf.RaggedTensor.from_tensor(tokens, lengths=out["num_tokens"])
-        return {"sentences": tf.strings.reduce_join(words, axis=1, separator=" "),
-                "tokens": tokens, "num_tokens": out["num_tokens"]}
+        return {"tokens": tf.where(ended, "", tf.gather(self.lm_words, out["ids"])),
+                "num_tokens": out["num_tokens"]}
+
+    def _generate_sampled(self, context: Context, batch: tf.Tensor, prompts: tf.Tensor,
+                          seed: tf.Tensor, temperature: tf.Tensor, top_k: tf.Tensor,
+                          top_p: tf.Tensor, beam_width: tf.Tensor) -> dict[str, tf.Tensor]:
+        """``batch`` sentences after ``prompts`` [batch], conditioned on ``context``, with
+        the sampler the scalar inputs describe (beam search where ``beam_width`` >= 2)."""
+        temperature, _ = checked_generation(temperature)
+        with tf.control_dependencies([
+                tf.debugging.assert_equal(tf.size(prompts), batch, message=(
+                    "generate_sampled: give one prompt (\"\" for none) per sentence to "
+                    "generate: prompts and topics/documents must have the same length")),
+                tf.debugging.assert_non_negative(
+                    top_k, message="generate_sampled: top_k must be >= 0 (0: off)"),
+                tf.debugging.assert_positive(
+                    top_p, message="generate_sampled: top_p must be in (0, 1] (1: off)"),
+                tf.debugging.assert_less_equal(
+                    top_p, 1.0, message="generate_sampled: top_p must be in (0, 1] (1: off)"),
+                tf.debugging.assert_non_negative(
+                    beam_width, message="generate_sampled: beam_width must be >= 0"),
+                tf.debugging.assert_less_equal(
+                    beam_width, MAX_BEAM_WIDTH,
+                    message=f"generate_sampled: beam_width must be at most {MAX_BEAM_WIDTH}")]):
+            words = tf.strings.split(prompts)                          # [B, (p)]
+        ids = self.lm_table.lookup(words)
+        prompt = {"prompt_ids": ids.to_tensor(default_value=EOS_ID),
+                  "prompt_lengths": tf.cast(ids.row_lengths(), tf.int32)}
+        out = tf.cond(
+            beam_width > 1,
+            lambda: beam_ids(self.model, context, batch, beam_width, **prompt),
+            lambda: generate_ids(self.model, context, batch, seed, temperature, top_k=top_k,
+                                 top_p=top_p, **prompt))
+        text = self._text(out)
+        both = tf.concat([words, tf.RaggedTensor.from_tensor(text["tokens"],
+                                                             lengths=out["num_tokens"])], 1)
+        return {**text, "sentences": tf.strings.reduce_join(both, axis=1, separator=" "),
+                "log_probability": out["log_probability"]}
+
+    def _topic_words(self, top_n: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The ``top_n`` most probable words of every topic and their probabilities:
+        [T, top_n] each (``top_n`` >= 1; at most the number of words that are not special
+        tokens)."""
+        tf.debugging.assert_positive(top_n, message="topic_words: top_n must be >= 1")
+        special = tf.strings.regex_full_match(self.topic_word_words, "<.*>")
+        beta = tf.where(special, -1.0, tf.cast(self.model.topic_word(), tf.float32))
+        n = tf.minimum(top_n, tf.reduce_sum(tf.cast(~special, tf.int32)))
+        best = tf.math.top_k(beta, k=n)
+        return {"words": tf.gather(self.topic_word_words, best.indices),
+                "probabilities": best.values}
