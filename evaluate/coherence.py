@@ -9,7 +9,10 @@ and -1 for such a pair (``limit``, the convention of records that name none;
 ``tcnlm_tf.metrics.coherence`` says both). Beside it, topic diversity: the share of distinct
 words among all topics' top 10 and top 25 words (Dieng et al. 2020 report the 25), which
 says whether coherent topics are also different ones. ``coherence.json`` keeps the
-convention, the diversity and the top words scored."""
+convention, the diversity and the top words scored; TensorBoard gets the NPMI mean and the
+diversities as the scalars ``coherence/npmi`` and ``coherence/diversity_<N>`` at the
+training step of the weights scored (metrics of the HParams dashboard, ``train.summaries``;
+a warning when they cannot be written)."""
 from __future__ import annotations
 
 import json
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "(default: toolkit)")
     args = p.parse_args(argv)
     from tcnlm_tf.runs.loading import load_run, require_topic_model
+    from train.summaries import (NPMI_TAG, checkpoint_step, diversity_tag, write_or_warn,
+                                 write_scalars)
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.coherence")
@@ -68,6 +73,12 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"reference": str(path), "window": args.window, "convention": args.convention,
               **summary}
     write_text(run.files.coherence, json.dumps(result, indent=2) + "\n")
+    board = run.files.tensorboard
+    scalars = {NPMI_TAG: summary["mean"], **{diversity_tag(n): value
+                                             for n, value in summary["diversity"].items()}}
+    if write_or_warn(board, "the coherence scalars", lambda: write_scalars(
+            board, checkpoint_step(run.checkpoint), scalars)):
+        print(f"TensorBoard: {', '.join(scalars)} in {board}")
     return result
 
 

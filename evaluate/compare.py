@@ -28,12 +28,14 @@ checkpoint: an interrupted comparison continues where it stopped when the same c
 run again. The same command with a larger ``--max-epochs`` (a setting of a comparison that
 may change, only upwards) continues the rows that stopped on the old epoch cap; rows may join
 with a ``--fixed-budget`` of their own while none of their runs exists.
-For the topic models the command also writes their top words (``topics.txt``) and NPMI
-coherence (``coherence.json``, reference: the training split, window 20, the toolkit
-convention of ``evaluate.coherence``). The
+For the topic models the command also writes their top words (``topics.txt``), NPMI
+coherence and topic diversity (``coherence.json``, reference: the training split, window 20,
+the toolkit convention of ``evaluate.coherence``). The
 table goes to ``<runs-dir>/<name>/comparison.md`` and ``comparison.json``; validation
 perplexity against training tokens for every run to ``valid_curves.png`` and to TensorBoard
-(``tensorboard --logdir <runs-dir>/<name>/tensorboard``).
+(``<runs-dir>/<name>/tensorboard``, the curves overlaid). ``tensorboard --logdir
+<runs-dir>/<name>`` also shows every run's own summaries and, in the HParams dashboard, one
+row per run: its settings, validation and test perplexity, NPMI and topic diversity.
 
 Records (``--record-dir DIR``, e.g. ``results/<name>`` in a git checkout). A long
 comparison outlives processes and machines: the run directories belong outside the
@@ -73,9 +75,9 @@ from pathlib import Path
 from typing import Callable
 
 from evaluate.common import read_record
-from evaluate.compare_report import (DOCUMENT_LSTM, RunKey, ablation_table, aggregate,
-                                     coherence_table, curves, curves_png, table,
-                                     write_tensorboard)
+from evaluate.compare_report import (DIVERSITY_HEADER, DOCUMENT_LSTM, RunKey, ablation_table,
+                                     aggregate, coherence_table, curves, curves_png,
+                                     diversity_table, table, write_tensorboard)
 from tcnlm_tf.arguments import MAX_SEED, dataset_name, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
@@ -629,6 +631,9 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     by_topics = coherence_table(entries)
     if by_topics:
         text += "\nNPMI (mean of top 5/10/15/20) by number of topics\n\n" + by_topics
+    diversities = diversity_table(entries)
+    if diversities:
+        text += f"\n{DIVERSITY_HEADER.capitalize()} by number of topics\n\n" + diversities
     if from_records:
         text += (f"\nRead from their records in {args.record_dir} (no run directory here): "
                  f"{', '.join(from_records)}\n")
@@ -777,8 +782,9 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
             shutil.copyfile(directory / file, record_dir / file)
     print("\n" + text)
     print(f"written to {directory / 'comparison.md'}, comparison.json and valid_curves.png "
-          f"(TensorBoard: tensorboard --logdir {directory / 'tensorboard'}); topics and "
-          "coherence in each topic model's run directory"
+          f"(TensorBoard: tensorboard --logdir {directory}, with the HParams dashboard of "
+          "every run; the curves overlaid in its tensorboard/); topics and coherence in each "
+          "topic model's run directory"
           + (f"; records in {record_dir}" if record_dir is not None else ""))
     return {names[key]: metrics for key, metrics in runs.items()}
 

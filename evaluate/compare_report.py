@@ -5,24 +5,28 @@ A comparison trains one run per (row, topic count, seed, learning rate): :class:
 learning rate with the best mean validation perplexity (when several were searched), then the
 mean and standard deviation over seeds. :func:`table` writes them as Markdown with the
 ratios to the sentence-level LSTM (row ``lstm``) and the document-level LSTM
-(``lstm-document``); :func:`coherence_table` is the TCNLM paper's Table 4 shape (NPMI by topic
-count); :func:`ablation_table` sets each topic row's test perplexity beside the ones with
-another document's and with uninformative topics; :func:`curves_png` plots validation perplexity
-against training tokens for every run.
+(``lstm-document``), and each topic row's NPMI and topic diversity; :func:`coherence_table` is
+the TCNLM paper's Table 4 shape (NPMI by topic count), :func:`diversity_table` the same shape
+for the topic diversity; :func:`ablation_table` sets each topic row's test perplexity beside
+the ones with another document's and with uninformative topics; :func:`curves_png` plots
+validation perplexity against training tokens for every run.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 from evaluate.common import png_bytes
 from evaluate.intervals import SAMPLES, Interval, document_scores, paired_bootstrap
-from tcnlm_tf.metrics.coherence import CONVENTIONS, convention_of
+from tcnlm_tf.metrics.coherence import CONVENTIONS, DIVERSITY_NS, convention_of
 from tcnlm_tf.runs.provenance import commits
 
 SENTENCE_LSTM, DOCUMENT_LSTM = "lstm", "lstm-document"
+#: the header of the topic-diversity columns: the share of distinct words among all topics'
+#: top N words (Dieng et al. 2020), at each N of DIVERSITY_NS
+DIVERSITY_HEADER = f"topic diversity (top {' / '.join(map(str, DIVERSITY_NS))})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +97,10 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
         metrics = [m for _, m in chosen]
         test = _mean_std([m["test_perplexity"] for m in metrics])
         coherence = [m["coherence"]["mean"] for m in metrics if "coherence" in m]
+        # a coherence scored without the diversity (an older record's) adds none
+        diversity = {n: [m["coherence"]["diversity"][str(n)] for m in metrics
+                         if str(n) in m.get("coherence", {}).get("diversity", {})]
+                     for n in DIVERSITY_NS}
         conventions = sorted({convention_of(m["coherence"]) for m in metrics
                               if "coherence" in m})
         ablations = ({source: statistics.fmean(m["ablations"][source] for m in metrics)
@@ -113,6 +121,7 @@ def aggregate(runs: dict[RunKey, dict], fixed: dict[str, int]) -> dict[tuple, di
             "test": test,
             "npmi": _mean_std(coherence) if coherence else None,
             "npmi_convention": "/".join(conventions) or None,
+            "diversity": {n: _mean_std(values) for n, values in diversity.items() if values},
             "ablations": ablations,
         }
     return entries
@@ -130,6 +139,13 @@ def _npmi(entry: dict) -> str:
     text = _number(entry["npmi"], 4)
     convention = entry["npmi_convention"]
     return text if convention == CONVENTIONS[0] else f"{text} ({convention})"
+
+
+def _diversity(entry: dict) -> str:
+    """The topic-diversity cell: at each N of :data:`DIVERSITY_NS` (mean ± std over seeds),
+    joined by " / "; "-" for a row without topics, or whose records have no diversity."""
+    return " / ".join(_number(entry["diversity"][n], 3) if n in entry["diversity"] else "-"
+                      for n in DIVERSITY_NS) if entry["diversity"] else "-"
 
 
 def _convention_note(entries: dict[tuple, dict]) -> list[str]:
@@ -189,9 +205,10 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None],
     bounds = intervals(entries, reference)
     lines = ["| model | size | parameters | learning rate | epochs | stopped | train tokens/s | "
              "best valid ppl | test ppl | / sentence LSTM | / document LSTM | "
-             f"/ {reference} [95 % CI] | NPMI (mean of top 5/10/15/20) | commit |",
+             f"/ {reference} [95 % CI] | NPMI (mean of top 5/10/15/20) | "
+             f"{DIVERSITY_HEADER} | commit |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-             "| --- |"]
+             "| --- | --- |"]
     for key, e in entries.items():
         rate = "default" if e["learning_rate"] is None else f"{e['learning_rate']:g}"
         if len(e["searched"]) > 1:
@@ -202,13 +219,14 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None],
             f"{'/'.join(map(str, e['epochs']))} | {_counted(e['stopped'])} | "
             f"{e['tokens_per_sec']:,.0f} | {_number(e['valid'])} | {_number(e['test'])} | "
             f"{ratio(e['test'][0], sentence)} | {ratio(e['test'][0], document)} | "
-            f"{bounds.get(key, '-')} | {npmi} | {_commits(e)} |")
+            f"{bounds.get(key, '-')} | {npmi} | {_diversity(e)} | {_commits(e)} |")
     names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
     for key, label in names.items():
         value = baselines.get(key)
         if value is not None:
             lines.append(f"| {label} | - | - | - | - | - | - | - | {value:.2f} | "
-                         f"{ratio(value, sentence)} | {ratio(value, document)} | - | - | - |")
+                         f"{ratio(value, sentence)} | {ratio(value, document)} | - | - | - "
+                         "| - |")
     lines += _convention_note(entries)
     seeds = max(len(e["seeds"]) for e in entries.values())
     if seeds > 1:
@@ -223,19 +241,35 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None],
     return "\n".join(lines) + "\n"
 
 
-def coherence_table(entries: dict[tuple, dict]) -> str | None:
-    """NPMI by topic count (the TCNLM paper's Table 4 shape), or None with fewer than two
-    topic counts."""
-    counts = sorted({t for (_, t), e in entries.items() if t is not None and e["npmi"]})
+def _by_topic_count(entries: dict[tuple, dict], key: str,
+                    cell: Callable[[dict], str]) -> list[str] | None:
+    """The lines of a table of ``cell(entry)`` per row and topic count, over the topic
+    counts at which some entry has ``key``; None with fewer than two such counts."""
+    counts = sorted({t for (_, t), e in entries.items() if t is not None and e[key]})
     if len(counts) < 2:
         return None
     rows = list(dict.fromkeys(r for (r, t), e in entries.items() if t is not None))
     lines = ["| model | " + " | ".join(f"T = {t}" for t in counts) + " |",
              "| --- |" + " --- |" * len(counts)]
     for row in rows:
-        cells = [_npmi(entries[(row, t)]) if (row, t) in entries else "-" for t in counts]
+        cells = [cell(entries[(row, t)]) if (row, t) in entries else "-" for t in counts]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + _convention_note(entries)) + "\n"
+    return lines
+
+
+def coherence_table(entries: dict[tuple, dict]) -> str | None:
+    """NPMI by topic count (the TCNLM paper's Table 4 shape), or None with fewer than two
+    topic counts."""
+    lines = _by_topic_count(entries, "npmi", _npmi)
+    return None if lines is None else "\n".join(lines + _convention_note(entries)) + "\n"
+
+
+def diversity_table(entries: dict[tuple, dict]) -> str | None:
+    """Topic diversity (top 10 / top 25 words) by topic count, beside
+    :func:`coherence_table`: coherent topics that repeat each other's words show here; None
+    with fewer than two topic counts."""
+    lines = _by_topic_count(entries, "diversity", _diversity)
+    return None if lines is None else "\n".join(lines) + "\n"
 
 
 def topic_label(entry: dict) -> str:

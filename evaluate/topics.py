@@ -1,6 +1,12 @@
 """``python -m evaluate.topics --run runs/<name>``: the top words of every learned topic
 (the model's topic-word distributions: TCNLM's beta, eq. 6; TDLM's softmax(B W + b), its
-Sec. 5), written to ``<run>/topics.txt`` and to TensorBoard (text ``topics/top_words``).
+Sec. 5), written to ``<run>/topics.txt`` and to TensorBoard (text ``topics/top_words``, at
+the training step of the weights loaded).
+
+``--projector`` also writes the model's word embeddings, with their words, and its topics,
+the rows of its topic-word matrix each labelled with its top words, for TensorBoard's
+projector (``train.summaries``). A TensorBoard file that cannot be written (a full disk, a
+read-only directory) is a warning; ``topics.txt`` stands without it.
 
 ``--export FILE.npz`` also writes the model's topics as the OCTIS toolkit's model output, so
 its metrics (and gensim's) run on them unchanged: one ``numpy.savez_compressed`` file with
@@ -21,24 +27,22 @@ from evaluate.common import parser, read_documents, split_file
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.data.corpus import atomic_write, write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.metrics.topic_words import model_top_words, topic_labels, topic_word_matrix
 
 #: documents whose topic proportions are inferred at once for --export
 EXPORT_BATCH = 256
 
 
 def topic_words(run) -> tuple[np.ndarray, list[str]]:
-    """The topics as word distributions [T, V'] and the words of their columns."""
-    vocab = run.lm_vocab if run.model.topic_vocabulary == "lm" else run.topic_vocab
-    return run.model.topic_word().numpy(), list(vocab.words)
+    """The topics of a loaded run as word distributions [T, V'] and the words of their
+    columns (:func:`tcnlm_tf.metrics.topic_words.topic_word_matrix`)."""
+    return topic_word_matrix(run.model, run.lm_vocab, run.topic_vocab)
 
 
 def top_words(run, n: int) -> list[list[str]]:
-    """The ``n`` most probable words of each topic (special tokens never listed)."""
-    beta, words = topic_words(run)
-    beta = beta.copy()
-    beta[:, [i for i, w in enumerate(words) if w.startswith("<") and w.endswith(">")]] = -np.inf
-    order = np.argsort(-beta, axis=1)[:, :n]
-    return [[words[i] for i in row] for row in order]
+    """The ``n`` most probable words of each topic of a loaded run, most probable first
+    (special tokens never listed)."""
+    return model_top_words(run.model, run.lm_vocab, run.topic_vocab, n)
 
 
 def theta(run, split: str) -> np.ndarray:
@@ -74,25 +78,38 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
                    help="also write the topics as OCTIS's model output (topics, topic-word "
                    "matrix, topic-document matrices of the training and test documents) to "
                    "FILE.npz and the vocabulary to FILE.vocabulary.json")
+    p.add_argument("--projector", action="store_true",
+                   help="also write the word embeddings, with their words, and the topics, "
+                   "each labelled with its top words, for TensorBoard's projector")
     args = p.parse_args(argv)
     if args.export and args.export.suffix != ".npz":
         raise UserError(f"--export {args.export}: the OCTIS model output is an .npz file; "
                         "name it FILE.npz")
     import tensorflow as tf
     from tcnlm_tf.runs.loading import load_run, require_topic_model
+    from train.summaries import (checkpoint_step, projector_tables, write_or_warn,
+                                 write_projector, write_topics)
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.topics")
     topics = top_words(run, args.top_n)
-    lines = [f"topic {k}: {' '.join(words)}" for k, words in enumerate(topics)]
+    lines = topic_labels(topics)
     path = run.files.topics
     write_text(path, "\n".join(lines) + "\n")
     print("\n".join(lines))
-    table = "| topic | top words |\n| --- | --- |\n" + "\n".join(
-        f"| {k} | {' '.join(words)} |" for k, words in enumerate(topics))
-    with tf.summary.create_file_writer(str(run.files.tensorboard)).as_default(step=0):
-        tf.summary.text("topics/top_words", table)
-    print(f"written to {path} and TensorBoard ({run.files.tensorboard})")
+    board, step = run.files.tensorboard, checkpoint_step(run.checkpoint)
+
+    def text() -> None:
+        write_topics(tf.summary.create_file_writer(str(board)), topics, step)
+
+    def embeddings() -> None:
+        write_projector(board, projector_tables(run.model, run.lm_vocab, run.topic_vocab,
+                                                topics), step)
+
+    shown = write_or_warn(board, "the topics", text)
+    print(f"written to {path}" + (f" and TensorBoard ({board})" if shown else ""))
+    if args.projector and write_or_warn(board, "the projector's embeddings", embeddings):
+        print(f"embeddings for TensorBoard's projector: {board}")
     if args.export:
         vocabulary = export_octis(run, topics, args.export)
         print(f"OCTIS model output: {args.export} (vocabulary {vocabulary})")

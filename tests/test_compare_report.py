@@ -1,14 +1,14 @@
 """The comparison's tables from hand-made ``metrics.json`` contents: the learning rate kept
-per row, mean ± standard deviation over seeds, both LSTM ratios, the NPMI-by-T table and the
-training-token axis of the curves."""
+per row, mean ± standard deviation over seeds, both LSTM ratios, the NPMI-by-T and topic
+diversity-by-T tables and the training-token axis of the curves."""
 import numpy as np
 import pytest
 
 from evaluate.compare_report import (RunKey, ablation_table, aggregate, coherence_table,
-                                     curves, table, training_tokens)
+                                     curves, diversity_table, table, training_tokens)
 
 
-def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping"):
+def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping", diversity=None):
     m = {"epochs": [{"valid_perplexity": valid + 10 * (epochs - k), "seconds": 10.0,
                      "tokens_per_sec": 100.0} for k in range(epochs)],
          "best_valid_perplexity": valid, "test_perplexity": test, "stopped": stopped,
@@ -16,6 +16,8 @@ def metrics(valid, test, npmi=None, epochs=3, stopped="early_stopping"):
          "baselines": {"unigram": 500.0, "oracle": None}}
     if npmi is not None:
         m["coherence"] = {"mean": npmi, "convention": "toolkit"}
+    if diversity is not None:       # as a record reads back: top N -> share, N a string
+        m["coherence"]["diversity"] = {"10": diversity[0], "25": diversity[1]}
     return m
 
 
@@ -26,10 +28,10 @@ RUNS = {
     RunKey("lstm", None, 1, 2e-3): metrics(112, 117, stopped="epochs"),
     RunKey("lstm-document", None, 0, 1e-3): metrics(100, 100),
     RunKey("lstm-document", None, 1, 1e-3): metrics(100, 100),
-    RunKey("tcnlm", 50, 0, 1e-3): metrics(90, 90, npmi=0.1),
-    RunKey("tcnlm", 50, 1, 1e-3): metrics(92, 94, npmi=0.2),
-    RunKey("tcnlm", 100, 0, 1e-3): metrics(95, 96, npmi=0.05),
-    RunKey("tcnlm", 100, 1, 1e-3): metrics(95, 96, npmi=0.07),
+    RunKey("tcnlm", 50, 0, 1e-3): metrics(90, 90, npmi=0.1, diversity=(0.9, 0.7)),
+    RunKey("tcnlm", 50, 1, 1e-3): metrics(92, 94, npmi=0.2, diversity=(0.8, 0.6)),
+    RunKey("tcnlm", 100, 0, 1e-3): metrics(95, 96, npmi=0.05, diversity=(0.6, 0.5)),
+    RunKey("tcnlm", 100, 1, 1e-3): metrics(95, 96, npmi=0.07, diversity=(0.6, 0.5)),
 }
 
 
@@ -81,6 +83,46 @@ def test_npmi_recorded_under_the_earlier_convention_is_marked():
     assert "| 0.0600 ± 0.0141 (limit) |" in text and "| 0.1500 ± 0.0707 |" in text
     assert "NPMI marked (limit)" in text
     assert "NPMI marked" not in table(aggregate(RUNS, fixed={}), {})
+
+
+def test_topic_diversity_beside_npmi_in_both_tables():
+    """Each topic row's diversity at 10 and 25 top words (mean ± std over seeds) beside its
+    NPMI, "-" for rows without topics, and a diversity-by-T table beside the NPMI one."""
+    entries = aggregate(RUNS, fixed={})
+    np.testing.assert_allclose(entries[("tcnlm", 50)]["diversity"][25],
+                               [0.65, np.std([0.7, 0.6], ddof=1)])
+    assert entries[("lstm", None)]["diversity"] == {}
+    lines = table(entries, {"unigram": 500.0, "oracle": None}).splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header[-3:] == ["NPMI (mean of top 5/10/15/20)", "topic diversity (top 10 / 25)",
+                           "commit"]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in lines[2:] if line.startswith("| ")]
+    assert [row[-2] for row in rows if row[0] == "tcnlm"] == [
+        "0.850 ± 0.071 / 0.650 ± 0.071", "0.600 ± 0.000 / 0.500 ± 0.000"]
+    assert [row[-3:-1] for row in rows if row[0] == "lstm"] == [["-", "-"]]
+    assert all(len(row) == len(header) for row in rows)    # the baselines' too
+    assert diversity_table(entries).splitlines() == [
+        "| model | T = 50 | T = 100 |", "| --- | --- | --- |",
+        "| tcnlm | 0.850 ± 0.071 / 0.650 ± 0.071 | 0.600 ± 0.000 / 0.500 ± 0.000 |"]
+    one_count = {k: v for k, v in RUNS.items() if k.topics != 100}
+    assert diversity_table(aggregate(one_count, fixed={})) is None
+
+
+def test_records_without_diversity_show_a_dash():
+    """A record scored before topic diversity was recorded (its coherence has none) still
+    tabulates, with "-" where the diversity would be; a row whose seeds all have it keeps
+    it."""
+    runs = dict(RUNS)
+    for key in (RunKey("tcnlm", 100, 0, 1e-3), RunKey("tcnlm", 100, 1, 1e-3)):
+        runs[key] = {**runs[key], "coherence": {"mean": runs[key]["coherence"]["mean"],
+                                               "convention": "toolkit"}}
+    entries = aggregate(runs, fixed={})
+    assert entries[("tcnlm", 100)]["diversity"] == {}
+    rows = [line for line in table(entries, {}).splitlines() if line.startswith("| tcnlm |")]
+    assert [row.split(" | ")[-2] for row in rows] == ["0.850 ± 0.071 / 0.650 ± 0.071", "-"]
+    assert diversity_table(entries) is None       # one topic count left with a diversity
+    assert coherence_table(entries) is not None   # the NPMI table keeps both
 
 
 @pytest.mark.parametrize("per_epoch,expected", [(900, [900, 1800, 2700]),

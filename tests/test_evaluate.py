@@ -115,14 +115,39 @@ def test_a_rest_run_scored_on_the_preceding_text_only(tcnlm_run, tmp_path, capsy
 
 
 def test_topics_written_and_in_tensorboard(tcnlm_run):
+    """The trainer's table of the topics after each epoch, then evaluate.topics': topics.txt,
+    one more table (of its --top-n words) and, with --projector, every word-embedding table
+    of the model and its topics for the projector, each with one label per row."""
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector import ProjectorConfig
+
     from evaluate.topics import main
-    topics = main(run_args(tcnlm_run, "--top-n", "6"))
+    from tcnlm_tf.metrics.topic_words import markdown_table
+    run_dir, metrics = tcnlm_run[:2]
+    acc, _ = tensorboard_tags(run_dir, "tensors")
+    trained = acc.Tensors("topics/top_words")
+    assert [event.step for event in trained] == [epoch["step"] for epoch in metrics["epochs"]]
+    topics = main(run_args(tcnlm_run, "--top-n", "6", "--projector"))
     assert len(topics) == 4 and all(len(t) == 6 and not {"<pad>", "<eos>", "<unk>"} & set(t)
                                     for t in topics)
-    lines = (tcnlm_run[0] / "topics.txt").read_text().splitlines()
+    lines = (run_dir / "topics.txt").read_text().splitlines()
     assert lines[0] == "topic 0: " + " ".join(topics[0])
-    _, tags = tensorboard_tags(tcnlm_run[0], "tensors")
-    assert "topics/top_words" in tags
+    acc, _ = tensorboard_tags(run_dir, "tensors")
+    tables = [event.tensor_proto.string_val[0].decode()
+              for event in acc.Tensors("topics/top_words")]
+    assert len(tables) == len(trained) + 1 and tables[-1] == markdown_table(topics)
+    board = run_dir / "tensorboard"
+    config = text_format.Parse((board / "projector_config.pbtxt").read_text(),
+                               ProjectorConfig())
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(board)))
+    labels = {}
+    for embedding in config.embeddings:
+        labels[embedding.tensor_name.split("/")[0]] = (
+            board / embedding.metadata_path).read_text().splitlines()
+        rows = reader.get_variable_to_shape_map()[embedding.tensor_name][0]
+        assert len(labels[embedding.tensor_name.split("/")[0]]) == rows
+    assert labels["embedding_embeddings"] == (run_dir / "lm_vocab.txt").read_text().splitlines()
+    assert labels["topic_word"] == lines
 
 
 def test_coherence_summary(tcnlm_run):

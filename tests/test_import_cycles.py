@@ -94,7 +94,7 @@ TIERS = (
      "decoders", "runs", "metrics", "serving", "cli"),
     ("models.registry", "decoders.registry", "data.corpus", "data.vocab", "data.synthetic",
      "data.prepare", "data.embeddings", "data.knowledge", "metrics.perplexity",
-     "metrics.coherence", "metrics.recovery", "runs.lock", "runs.directory",
+     "metrics.coherence", "metrics.recovery", "metrics.topic_words", "runs.lock", "runs.directory",
      "runs.checkpoints", "runs.provenance", "serving.mixtures", "serving.scoring",
      "samplers"),
     ("config",),

@@ -38,7 +38,9 @@ custom loop with ``strategy.run``:
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
   ``train/learning_rate``, ``train/tokens_per_sec``, the model's auxiliary terms and each
   task's loss (``train/<task>_loss``) under ``train/<name>``, ``valid/perplexity`` and
-  ``test/perplexity``.
+  ``test/perplexity``; and there (:mod:`train.summaries`) the run's hyperparameters for the
+  HParams dashboard when training starts, a topic model's top words per topic after every
+  epoch and, with the test, the tested weights' embeddings for the projector.
 """
 from __future__ import annotations
 
@@ -66,11 +68,14 @@ from tcnlm_tf.errors import UserError
 from tcnlm_tf.metrics.evaluation import summed_nll
 from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.models import build_model
-from tcnlm_tf.models.base import LanguageModel, Task
+from tcnlm_tf.metrics.topic_words import model_top_words
+from tcnlm_tf.models.base import LanguageModel, Task, has_topics
 from tcnlm_tf.runs.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf.runs.directory import RunDirectory
 from train.distribution import SUM, is_chief, make_strategy, replica_slice
 from train.stopping import StopRequests
+from train.summaries import (TOP_WORDS, projector_tables, write_hparams, write_projector,
+                             write_topics)
 
 #: the keys of metrics.json that the test evaluation writes: a run that trains on after it
 #: (a raised --epochs) and is stopped no longer has the weights they describe
@@ -507,6 +512,7 @@ class Trainer:
         ``'epochs'``, ``'early_stopping'``, ``'max_steps'`` or ``'interrupted'``."""
         train = self.config.train
         self._stop = stop or StopRequests()
+        write_hparams(self.writer, self.config, self.run_dir.name)
         while int(self.epoch) < train.epochs:
             if int(self.bad_epochs) >= train.patience:    # resumed after it stopped early
                 return "early_stopping"
@@ -761,6 +767,9 @@ class Trainer:
             for name, value in valid_tasks.items():
                 tf.summary.scalar(f"valid/{name}", value)
         self.writer.flush()
+        if self.chief and has_topics(self.model):
+            write_topics(self.writer, model_top_words(self.model, self.corpus.lm_vocab,
+                                                      self.corpus.topic_vocab, TOP_WORDS), step)
         improved = valid_ppl < float(self.best_valid)
         if improved:
             self.best_valid.assign(valid_ppl)
@@ -816,9 +825,14 @@ class Trainer:
         return metrics
 
     def log_test_perplexity(self, value: float) -> None:
+        """The test perplexity ``value`` of the model's weights to TensorBoard and, from the
+        chief, those weights' embeddings (and topics) for its projector."""
         with self.writer.as_default(step=self.step):
             tf.summary.scalar("test/perplexity", value)
         self.writer.flush()
+        if self.chief:
+            write_projector(self.run_files.tensorboard, projector_tables(
+                self.model, self.corpus.lm_vocab, self.corpus.topic_vocab), self.step)
 
 
 def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:

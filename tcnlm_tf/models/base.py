@@ -23,6 +23,8 @@ the project). What a subclass can tell the generic code:
 * ``prepare(corpus, run_dir, log)``: one-off work on a fresh run (pre-trained embeddings,
   fitting a model on the corpus, writing files to the run directory);
 * ``tasks()``: further training tasks with their own batches and optimiser (:class:`Task`);
+* ``embedding_tables()``: its word-embedding tables, each with the vocabulary of its rows
+  (what ``--embeddings`` initialises and TensorBoard's projector shows);
 * :class:`TopicModel`: the interface of models that have topics.
 """
 from __future__ import annotations
@@ -180,6 +182,12 @@ class LanguageModel(keras.Model):
 
     def tasks(self) -> list[Task]:
         """Training tasks besides language modelling (none by default)."""
+        return []
+
+    def embedding_tables(self) -> list[tuple[Any, str]]:
+        """The model's word-embedding tables as ``(variable [words, e], vocabulary)``, with
+        vocabulary ``"lm"`` or ``"topic"``: row i is word i of the run's LM or topic
+        vocabulary (none by default)."""
         return []
 
     def weight_scales(self, variables: list) -> list[float]:

@@ -84,6 +84,7 @@ from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES, carries_state
 from tcnlm_tf.data import pipeline
 from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID, UNK_ID
 from tcnlm_tf.data.vocab import PAD
+from tcnlm_tf.metrics.topic_words import is_special
 from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.runs.loading import Run
 from tcnlm_tf.serving.generation import MAX_BEAM_WIDTH, beam_ids, generate_ids
@@ -200,10 +201,12 @@ class ServingModule(tf.Module):
             self.topic_table = _table(run.topic_vocab.words, PAD_ID)   # unknown: left out
         if self.topic_model:
             self.num_topics = run.model.num_topics
-            # the words of the columns of the model's topic-word matrix
-            self.topic_word_words = tf.constant(
-                (run.lm_vocab if run.model.topic_vocabulary == "lm" else run.topic_vocab).words,
-                tf.string)
+            # the words of the columns of the model's topic-word matrix, and which of them
+            # are special tokens (never listed)
+            columns = (run.lm_vocab if run.model.topic_vocabulary == "lm"
+                       else run.topic_vocab).words
+            self.topic_word_words = tf.constant(columns, tf.string)
+            self.topic_word_special = tf.constant([is_special(w) for w in columns], tf.bool)
 
         self.score = tf.function(self._score, input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
@@ -496,7 +499,7 @@ class ServingModule(tf.Module):
         [T, top_n] each (``top_n`` >= 1; at most the number of words that are not special
         tokens)."""
         tf.debugging.assert_positive(top_n, message="topic_words: top_n must be >= 1")
-        special = tf.strings.regex_full_match(self.topic_word_words, "<.*>")
+        special = self.topic_word_special
         beta = tf.where(special, -1.0, tf.cast(self.model.topic_word(), tf.float32))
         n = tf.minimum(top_n, tf.reduce_sum(tf.cast(~special, tf.int32)))
         best = tf.math.top_k(beta, k=n)
