@@ -17,7 +17,12 @@ runs anywhere::
     client.infer_topics(["his zanovi could\\tan tazuru"])
     client.generate(topic=3, num_topics=50, seed=1, temperature=0.75)
 
-From the shell: ``python -m evaluate.serving_client --model synthetic-tcnlm score "his zanovi"``.
+The methods (which signature, which inputs) are :class:`evaluate.serving_signatures
+.SignatureClient`'s, shared with the gRPC client :class:`evaluate.grpc_client
+.GrpcServingClient` (port 8500), which answers them the same way.
+
+From the shell: ``python -m evaluate.serving_client --model synthetic-tcnlm score "his zanovi"``
+(``--grpc localhost:8500``: through the gRPC client).
 """
 from __future__ import annotations
 
@@ -26,18 +31,14 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from typing import Any
 
+from evaluate.serving_signatures import ServingError, SignatureClient, refused
 from tcnlm_tf.arguments import finite_float, integer
-from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.serving.mixtures import topic_mixture
+from tcnlm_tf.errors import exit_on_user_error
 
 #: output names of signatures that have only one (TF Serving then drops the name)
 SINGLE_OUTPUT = {"infer_topics": "topics"}
-
-
-class ServingError(UserError):
-    """TF Serving answered with an error, or could not be reached."""
 
 
 def predict_url(base_url: str, model: str, version: int | None = None) -> str:
@@ -57,7 +58,7 @@ def parse_response(signature: str, body: dict[str, Any]) -> dict[str, Any]:
     """``{output name: value}`` from a predict answer; raises :class:`ServingError` on
     ``{"error": ...}``."""
     if "error" in body:
-        raise ServingError(f"TF Serving refused the {signature} request: {body['error']}")
+        raise refused(signature, str(body["error"]))
     if "outputs" not in body:
         raise ServingError(f"unexpected answer to {signature}: no 'outputs' in {list(body)}")
     outputs = body["outputs"]
@@ -69,8 +70,9 @@ def parse_response(signature: str, body: dict[str, Any]) -> dict[str, Any]:
     return outputs
 
 
-class ServingClient:
-    """Calls the export's signatures on a TF Serving REST endpoint."""
+class ServingClient(SignatureClient):
+    """Calls the export's signatures on a TF Serving REST endpoint (port 8501); the methods
+    are :class:`~evaluate.serving_signatures.SignatureClient`'s."""
 
     def __init__(self, base_url: str, model: str, version: int | None = None,
                  timeout: float = 60.0):
@@ -78,6 +80,8 @@ class ServingClient:
         self.timeout = timeout
 
     def predict(self, signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """POST ``inputs`` to ``signature`` in the columnar format; its outputs by name
+        (:func:`parse_response`)."""
         data = json.dumps(build_request(signature, inputs)).encode()
         request = urllib.request.Request(self.url, data=data,
                                          headers={"Content-Type": "application/json"})
@@ -94,41 +98,14 @@ class ServingClient:
                                "container running with -p 8501:8501?") from None
         return parse_response(signature, body)
 
-    def score(self, sentences: Sequence[str], documents: Sequence[str] | None = None):
-        if documents is None:
-            return self.predict("serving_default", {"sentences": list(sentences)})
-        return self.predict("score", {"sentences": list(sentences),
-                                      "documents": list(documents)})
 
-    def next_words(self, context: Sequence[str], documents: Sequence[str] | None = None,
-                   k: int = 10):
-        documents = list(documents) if documents is not None else [""] * len(context)
-        return self.predict("next_words", {"context": list(context), "documents": documents,
-                                           "k": int(k)})
-
-    def infer_topics(self, documents: Sequence[str]):
-        return self.predict("infer_topics", {"documents": list(documents)})
-
-    def generate(self, topics: Sequence[Sequence[float]] | None = None, *,
-                 topic: int | None = None, num_topics: int | None = None,
-                 num_sentences: int | None = None, seed: int = 0, temperature: float = 0.75):
-        """Topic models: ``topics`` [B, T] rows, or ``topic`` with ``num_topics`` (one-hot);
-        the LSTM: ``num_sentences``. ``temperature <= 0`` is greedy."""
-        inputs: dict[str, Any] = {"seed": int(seed), "temperature": float(temperature)}
-        if num_sentences is not None:
-            inputs["num_sentences"] = int(num_sentences)
-        elif topics is not None:
-            inputs["topics"] = [list(map(float, row)) for row in topics]
-        elif topic is not None and num_topics is not None:
-            inputs["topics"] = [topic_mixture(num_topics, topic)]
-        else:
-            raise UserError("generate needs topics, topic and num_topics, or num_sentences")
-        return self.predict("generate", inputs)
-
-    def generate_from_document(self, documents: Sequence[str], seed: int = 0,
-                               temperature: float = 0.75):
-        return self.predict("generate_from_document", {
-            "documents": list(documents), "seed": int(seed), "temperature": float(temperature)})
+def host_port(text: str) -> str:
+    """A gRPC target ``HOST:PORT`` with a port from 1 to 65,535 (``--grpc``)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65_535:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT with a port from 1 to 65,535, got {text!r}")
+    return text
 
 
 @exit_on_user_error
@@ -136,7 +113,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m evaluate.serving_client", allow_abbrev=False,
                                 description="Call a TF Serving model exported by train.export "
                                             "and print the JSON answer.")
-    p.add_argument("--url", default="http://localhost:8501", help="REST base URL")
+    server = p.add_mutually_exclusive_group()
+    server.add_argument("--url", default="http://localhost:8501", help="REST base URL")
+    server.add_argument("--grpc", metavar="HOST:PORT", type=host_port,
+                        help="call TF Serving's gRPC API at HOST:PORT (the server's --port, "
+                             "8500 in the container) instead of the REST --url")
     p.add_argument("--model", required=True, help="model name (the saved_models/<name>)")
     p.add_argument("--version", type=integer(1), help="model version (default: the latest)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -155,7 +136,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--seed", type=integer(0), default=0)
     g.add_argument("--temperature", type=finite_float, default=0.75)
     args = p.parse_args(argv)
-    client = ServingClient(args.url, args.model, args.version)
+    if args.grpc is not None:
+        from evaluate.grpc_client import GrpcServingClient   # grpc and TensorFlow: only here
+        client = GrpcServingClient(args.grpc, args.model, args.version)
+    else:
+        client = ServingClient(args.url, args.model, args.version)
     if args.command == "score":
         documents = None if args.document is None else [args.document] * len(args.sentences)
         result = client.score(args.sentences, documents)

@@ -73,7 +73,8 @@ def run_flags(workdir: Path, name: str) -> list[str]:
     return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
             "--run-name", name]
 #: test files that share the session-wide ``exports`` fixture (one export of every model)
-EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py", "test_api.py"}
+EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py", "test_api.py",
+                "test_serving_grpc.py"}
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -95,7 +95,7 @@ TIERS = (
     ("models.registry", "decoders.registry", "data.corpus", "data.vocab", "data.synthetic",
      "data.prepare", "data.embeddings", "data.knowledge", "metrics.perplexity",
      "metrics.coherence", "metrics.recovery", "metrics.topic_words", "runs.lock", "runs.directory",
-     "runs.checkpoints", "runs.provenance", "serving.mixtures", "serving.scoring",
+     "runs.checkpoints", "runs.provenance", "serving.mixtures", "serving.scoring", "serving.warmup",
      "samplers"),
     ("config",),
     ("data.loading", "data.pipeline", "metrics.baselines"),

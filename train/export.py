@@ -5,7 +5,10 @@ is one more than the highest already there (1 for the first export), so a runnin
 that watches ``saved_models/<name>`` picks the new one up. The signatures, with string
 inputs and the vocabulary lookups inside the graph, are described in
 :mod:`tcnlm_tf.serving.module`; list them with ``saved_model_cli show --all --dir <version dir>``.
-The export computes in float32 whatever ``--precision`` the run trained in.
+The export computes in float32 whatever ``--precision`` the run trained in. Each version
+holds TF Serving's warm-up requests, ``assets.extra/tf_serving_warmup_requests``: one request
+per signature, which the server answers before the version serves
+(:mod:`tcnlm_tf.serving.warmup`).
 """
 from __future__ import annotations
 
@@ -27,9 +30,11 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
     """Export the run in ``run_dir`` to ``output_dir/<name>/<next version>``; returns it."""
     import tensorflow as tf
 
+    from tcnlm_tf.data.vocab import LM_SPECIALS
     from tcnlm_tf.runs.loading import load_run
     from tcnlm_tf.runs.lock import try_lock
     from tcnlm_tf.serving.module import ServingModule
+    from tcnlm_tf.serving.warmup import sample_text, write_warmup_requests
 
     # float32 whatever precision the run trained in: a serving machine need not compute
     # bfloat16 or float16 fast, and the weights are float32 anyway
@@ -47,6 +52,8 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
             target = model_dir / str(next_version(model_dir))
             partial = target.with_name(target.name + ".partial")
             tf.saved_model.save(module, str(partial), signatures=signatures)
+            write_warmup_requests(partial, model_dir.name, signatures,
+                                  sample_text(run.lm_vocab.words, LM_SPECIALS))
             partial.rename(target)    # TF Serving never sees a half-written version
     except (OSError, tf.errors.OpError) as error:
         reason = getattr(error, "message", None) or error.strerror or str(error)
