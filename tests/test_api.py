@@ -57,7 +57,7 @@ def test_load_run_and_export_give_the_commands_numbers(exports, name):
     assert [p for _, p in a] == pytest.approx([p for _, p in b], rel=1e-5)
 
 
-@pytest.mark.parametrize("name", ["tcnlm", "tdlm", "topic_rnn"])
+@pytest.mark.parametrize("name", ["tcnlm", "topic_rnn"])   # topic and LM vocabulary
 def test_topics_and_topic_inference_equal_the_commands(exports, name):
     _, out = exports
     run_dir, saved = out[name]
@@ -113,10 +113,11 @@ def test_models_without_topics(exports):
             call()
 
 
-@pytest.mark.parametrize("name", ["tcnlm", "lda_lstm", "sdlm"])
+@pytest.mark.parametrize("name", ["lda_lstm", "sdlm"])
 def test_a_preset_loads_without_its_run(exports, tmp_path, name):
     """A preset of a copy of the run, moved elsewhere after the copy is deleted, scores
-    as the run does (the LDA+LSTM's lda/ and the SDLM's knowledge base travel in assets/)."""
+    as the run does: the LDA+LSTM's lda/ and the SDLM's knowledge base travel in assets/
+    (a TCNLM's preset: tests/test_own_corpus.py)."""
     _, out = exports
     run_dir = shutil.copytree(out[name][0], tmp_path / "run")
     text = _test_file(run_dir)
