@@ -107,7 +107,9 @@ def test_models_without_topics(exports):
                        (lambda: model.generate(sampler="nucleus"), "unknown sampler"),
                        (lambda: model.call("generate_sampled", prompts=[""], seed=0,
                                            temperature=1.0, top_k=0, top_p=2.0,
-                                           beam_width=0), "top_p must be in"),
+                                           beam_width=0),
+                        r"^generate_sampled: top_p must be in \(0, 1\] \(1: off\)$"),
+                       (lambda: model.next_words("w1", k=0), r"^next_words: k must be >= 1\.$"),
                        (lambda: model.save_preset("x"), "exported SavedModel")):
         with pytest.raises(UserError, match=text):
             call()

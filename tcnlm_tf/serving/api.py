@@ -23,6 +23,7 @@ training corpus; a document is its sentences separated by TABs (or a list of sen
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -94,7 +95,7 @@ class LoadedModel:
         try:
             out = self._functions[signature](**tensors)
         except tf.errors.InvalidArgumentError as error:
-            raise UserError(error.message.splitlines()[0]) from None
+            raise UserError(_refusal(error.message)) from None
         return {name: _numpy(value) for name, value in out.items()}
 
     def _require_topics(self, what: str) -> None:
@@ -207,6 +208,18 @@ class LoadedModel:
                             "its run directory or from a preset (python -m train.preset)")
         from tcnlm_tf.serving.preset import save_preset
         return save_preset(self.run, Path(directory))
+
+
+def _refusal(message: str) -> str:
+    """The reason in a signature's ``InvalidArgument`` error: the message of the assertion
+    that failed (``assertion failed: [<message>] [Condition ...``; the checks' messages name
+    the signature), else the error's first line with text."""
+    found = re.search(r"assertion failed: \[(.*?)\](?: \[|$)", message, re.M)
+    if found:
+        return found.group(1).strip()
+    lines = [line for line in message.splitlines()
+             if line.strip() and not line.startswith("Graph execution error")]
+    return lines[0] if lines else message
 
 
 def _numpy(value) -> np.ndarray:
