@@ -17,35 +17,19 @@ from pathlib import Path
 
 from evaluate.common import read_documents
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.data.corpus import Document, write_text
+from tcnlm_tf.data.corpus import write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.serving.scoring import corpus_score
 
 
 def load_saved_model(path: Path):
-    """The SavedModel at ``path`` (a version directory), with a clear error otherwise."""
+    """The export at ``path`` (a version directory) as a
+    :class:`~tcnlm_tf.serving.api.LoadedModel`, with a clear error otherwise."""
     if not (path / "saved_model.pb").is_file():   # before the slow TensorFlow import
         raise UserError(f"{path} is not a SavedModel version directory (no saved_model.pb): "
                         "pass saved_models/<name>/<version> as written by "
                         "`python -m train.export`")
-    import tensorflow as tf
-
-    model = tf.saved_model.load(str(path))
-    if "score" not in model.signatures or not hasattr(model, "context_kind"):
-        raise UserError(f"{path} was not exported by `python -m train.export` (it has no "
-                        "score signature or context_kind); re-export the run")
-    return model
-
-
-def score_file(model, documents: list[Document], batch_size: int = 64) -> dict[str, float]:
-    """Total log-likelihood, token count and perplexity of ``documents`` under ``model``."""
-    import tensorflow as tf
-
-    score = model.signatures["score"]
-    return corpus_score(
-        lambda sentences, contexts: score(sentences=tf.constant(sentences, tf.string),
-                                          documents=tf.constant(contexts, tf.string)),
-        documents, model.context_kind.numpy().decode(), batch_size)
+    from tcnlm_tf.serving.api import load_export
+    return load_export(path)
 
 
 @exit_on_user_error
@@ -66,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         raise UserError(f"--text-file {args.text_file} not found")
     model = load_saved_model(args.saved_model)
     documents = read_documents(args.text_file)
-    result = score_file(model, documents, args.batch_size)
+    result = model.corpus_score(documents, args.batch_size)
     print(f"{args.text_file}: {result['sentences']} sentences, {result['tokens']} tokens, "
           f"perplexity {result['perplexity']:.2f} (context: {result['context']})")
     if args.output:

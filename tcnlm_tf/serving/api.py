@@ -256,8 +256,9 @@ def _from_module(source: Path, run) -> LoadedModel:
                        module.context_rule(), getattr(module, "num_topics", None), run)
 
 
-def _from_export(path: Path) -> LoadedModel:
-    """A :class:`LoadedModel` of an exported SavedModel version directory."""
+def load_export(path: Path) -> LoadedModel:
+    """A :class:`LoadedModel` of an exported SavedModel version directory (``evaluate.score``
+    reads exports through it too)."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(path))
@@ -283,11 +284,11 @@ def load(path: str | Path, precision: str | None = None) -> LoadedModel:
     from tcnlm_tf.serving.preset import is_preset, load_preset
 
     if (path / "saved_model.pb").is_file():
-        return _from_export(path)
+        return load_export(path)
     versions = sorted((int(p.name), p) for p in path.glob("[0-9]*")
                       if p.name.isdigit() and (p / "saved_model.pb").is_file())
     if versions:
-        return _from_export(versions[-1][1])
+        return load_export(versions[-1][1])
     if is_preset(path):
         return _from_module(path, load_preset(path, precision))
     if (path / "config.json").is_file():
