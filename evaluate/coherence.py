@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from evaluate.common import parser, read_documents, split_file
+from evaluate.common import parser, split_file, stream_documents
 from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.data.corpus import write_text
@@ -29,7 +29,8 @@ NS = (5, 10, 15, 20)
 
 
 def coherence(run, reference, window: int = 20, convention: str = CONVENTIONS[0]) -> dict:
-    """The coherence summary of ``run``'s topics against ``reference`` documents, their
+    """The coherence summary of ``run``'s topics against ``reference`` documents (any
+    iterable, read once: :func:`~tcnlm_tf.metrics.coherence.count_cooccurrences`), their
     diversity (``{N: share}``, at each N the topic vocabulary has words for) and the top
     words scored (``top_words``: per topic, most probable first, as many as the largest N
     of either)."""
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.coherence")
     path = args.reference or split_file(run, "train")
-    summary = coherence(run, read_documents(path), args.window, args.convention)
+    summary = coherence(run, stream_documents(path), args.window, args.convention)
     for n, value in summary["per_n"].items():
         print(f"NPMI top-{n}: {value:.4f}")
     print(f"NPMI mean over N={list(NS)}: {summary['mean']:.4f} "

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Iterator
 
-from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, ReadStats, iter_corpus_file
 from tcnlm_tf.errors import UserError
 
 #: the settings in which comparisons whose records one table joins may differ: where the
@@ -31,13 +32,21 @@ def parser(prog: str, description: str, epilog: str = "",
 
 def read_documents(path: Path) -> list[Document]:
     """Documents of a corpus-format file; skipped lines are reported, no documents is an error."""
-    from tcnlm_tf.data.loading import literal_notices
-    documents, stats = read_corpus_file(path)
-    for line in stats.problems(Path(path)) + literal_notices(path, documents, stats.lines):
+    return list(stream_documents(path))
+
+
+def stream_documents(path: Path) -> Iterator[Document]:
+    """The documents of a corpus-format file one at a time (for a file larger than
+    memory), reported as :func:`read_documents` reports them once it has read them all."""
+    from tcnlm_tf.data.loading import LiteralCounter
+    stats, literals = ReadStats(), LiteralCounter()
+    for line, document in iter_corpus_file(path, stats):
+        literals.add(line, document)
+        yield document
+    for line in stats.problems(Path(path)) + literals.notices(path):
         print(line)
-    if not documents:
+    if not stats.documents:
         raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
-    return documents
 
 
 def split_file(run, split: str) -> Path:

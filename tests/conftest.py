@@ -1,6 +1,7 @@
 """Shared pytest fixtures: paths to ../shared (tests that need it skip cleanly without it)."""
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -72,37 +73,16 @@ def run_flags(workdir: Path, name: str) -> list[str]:
     """train.run flags that put run ``name`` and the corpus cache under ``workdir``."""
     return ["--runs-dir", str(workdir / "runs"), "--cache-dir", str(workdir / "cache"),
             "--run-name", name]
-#: test files that share the session-wide ``exports`` fixture (one export of every model)
+#: test files that use the session-wide ``exports`` fixture
 EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py", "test_api.py",
                 "test_serving_grpc.py"}
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """Under ``pytest -n 3 --dist loadfile`` (``make test``) every test file runs in one
-    process, in order (module fixtures are built once and some tests build on the previous
-    one's run), and the files that share ``exports`` (:data:`EXPORT_FILES`) run in the same
-    one, so it is built once: pytest-xdist's file scheduling with those files as one scope.
-    (``--dist loadgroup`` with ``xdist_group`` marks did not group anything under pytest 9.2:
-    pytest-xdist renames ``item._nodeid``, which pytest 9.2 no longer reads:
-    pytest-dev/pytest-xdist#1386.)"""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class ExportsAsOneFile(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = super()._split_scope(nodeid)
-            return "exports" if Path(path).name in EXPORT_FILES else path
-
-    return ExportsAsOneFile(config, log)
-
-
 def pytest_collection_modifyitems(session, config, items):
-    """The :data:`EXPORT_FILES` first, the rest in their order: under ``make test`` that
-    scope, the longest (several minutes: every model trained and exported), then starts at
-    once beside the other files instead of last-but-some, which left one process finishing
-    it alone."""
+    """The :data:`EXPORT_FILES` first, the rest in their order: under ``make test`` (one
+    process per file, ``--dist loadfile``) every process then begins by building the shared
+    exports, each with another model (:func:`exports`), instead of one process building
+    them all while the others wait for them or have finished."""
     items.sort(key=lambda item: Path(item.path).name not in EXPORT_FILES)
 
 
@@ -110,19 +90,44 @@ def pytest_collection_modifyitems(session, config, items):
 TOPIC_MODELS = [name for name, spec in MODELS.items() if spec.has_topics]
 
 
-@pytest.fixture(scope="session")
-def exports(tmp_path_factory):
-    """Tiny trained runs of every model type (3 steps), each exported once: ``(root,
-    {name: (run directory, SavedModel version directory)})``."""
+def shared_root(tmp_path_factory) -> Path:
+    """A directory that the pytest-xdist processes of one test run share (their common
+    base temporary directory), or the process's own without pytest-xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _export(root: Path, name: str) -> tuple[Path, Path]:
+    """Train and export :data:`EXPORT_MODELS` ``name`` under ``root`` once per session:
+    the first process to take its lock does it, the others then read its version."""
     from train.export import main as export_main
     from train.run import main as train_main
 
-    root = tmp_path_factory.mktemp("export")
-    out = {}
-    for name, flags in EXPORT_MODELS.items():
-        train_main(TINY + flags + ["--runs-dir", str(root / "runs"), "--run-name", name,
-                                   "--cache-dir", str(root / "cache")])
-        first = export_main(["--run", str(root / "runs" / name),
-                             "--output-dir", str(root / "saved_models")])
-        out[name] = (root / "runs" / name, first)
-    return root, out
+    done = root / f"{name}.version"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            train_main(TINY + EXPORT_MODELS[name] + [
+                "--runs-dir", str(root / "runs"), "--run-name", name,
+                "--cache-dir", str(root / "cache")])
+            first = export_main(["--run", str(root / "runs" / name),
+                                 "--output-dir", str(root / "saved_models")])
+            done.write_text(str(first))
+    return root / "runs" / name, Path(done.read_text())
+
+
+@pytest.fixture(scope="session")
+def exports(tmp_path_factory):
+    """Tiny trained runs of every model type (3 steps), each exported once: ``(root,
+    {name: (run directory, SavedModel version directory)})``. Built once per test run
+    and shared by its processes (:func:`shared_root`), each process beginning with
+    another model, so that several build at once; treat them as read-only (export or
+    write elsewhere)."""
+    root = shared_root(tmp_path_factory) / "exports"
+    root.mkdir(exist_ok=True)
+    names = list(EXPORT_MODELS)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    start = worker * len(names) // workers
+    built = {name: _export(root, name) for name in names[start:] + names[:start]}
+    return root, {name: built[name] for name in names}

@@ -146,11 +146,14 @@ def test_matches_window_enumeration(seed, convention):
     documents.append([vocab[:1]])                     # at least one token in the corpus
     words = list(rng.choice(vocab + ["absent"], rng.integers(1, 8)))
     window = int(rng.integers(0, 8))
-    counts = count_cooccurrences(documents, words, window, convention)
     word_windows, pair_windows, num_windows = naive_counts(documents, words, window, convention)
-    assert counts.num_windows == num_windows
-    np.testing.assert_array_equal(counts.word_windows, word_windows)
-    np.testing.assert_array_equal(counts.pair_windows, pair_windows)
+    # whole, and streamed once through in chunks of a few tokens (of whole documents)
+    for chunk_tokens in (1 << 20, int(rng.integers(1, 12))):
+        counts = count_cooccurrences(iter(documents), words, window, convention,
+                                     chunk_tokens=chunk_tokens)
+        assert counts.num_windows == num_windows
+        np.testing.assert_array_equal(counts.word_windows, word_windows)
+        np.testing.assert_array_equal(counts.pair_windows, pair_windows)
 
 
 def test_perfect_never_and_independent_co_occurrence():

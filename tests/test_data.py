@@ -1,5 +1,5 @@
-"""Corpus location, the h5py cache (reused, rebuilt on file or setting changes) and the
-shared APNEWS sample."""
+"""Corpus location, the prepared-corpus cache (reused, rebuilt on file or setting changes)
+and the shared APNEWS sample."""
 import pytest
 
 from tcnlm_tf.config import DataConfig
@@ -24,7 +24,8 @@ def test_cache_is_reused_and_rebuilt_when_files_or_settings_change(tmp_path):
     write_corpus(tmp_path / "data")
     logs = []
     first = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
-    assert any("preparing" in line for line in logs) and first.cache_path.is_file()
+    assert any("preparing" in line for line in logs)
+    assert (first.cache_path / "manifest.json").is_file()
     logs.clear()
     again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache", log=logs.append)
     assert not any("preparing" in line for line in logs)
@@ -86,7 +87,7 @@ def _prepare(args):
 def test_concurrent_preparation_of_one_corpus(tmp_path):
     """Three processes building the same cache at the same moment all succeed (they once
     shared one temporary HDF5 file, and HDF5's lock failed the others), and none leaves a
-    temporary file behind."""
+    temporary directory behind."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -97,7 +98,7 @@ def test_concurrent_preparation_of_one_corpus(tmp_path):
             sizes = pool.map(_prepare, [(barrier, cache_dir)] * 3)
         assert len(set(sizes)) == 1
         prepared = list((cache_dir / "prepared").iterdir())
-        assert len(prepared) == 1 and prepared[0].suffix == ".h5", prepared
+        assert len(prepared) == 1 and (prepared[0] / "manifest.json").is_file(), prepared
 
 
 def test_a_literal_pad_in_the_text_is_unk_and_still_counted(tmp_path):

@@ -104,13 +104,14 @@ def in_memory(module, signature, inputs):
     return {k: v.numpy() for k, v in fn.python_function(**args).items()}
 
 
-def test_versions_increment(exports):
+def test_versions_increment(exports, tmp_path):
     root, out = exports
     run_dir, first = out["lstm"]
     assert first == root / "saved_models" / "lstm" / "1"
-    second = export_main(["--run", str(run_dir), "--output-dir", str(root / "saved_models")])
-    assert second == root / "saved_models" / "lstm" / "2"
-    assert sorted(p.name for p in second.parent.iterdir()) == ["1", "2"]
+    for version in ("1", "2"):
+        path = export_main(["--run", str(run_dir), "--output-dir", str(tmp_path)])
+        assert path == tmp_path / "lstm" / version
+    assert sorted(p.name for p in path.parent.iterdir()) == ["1", "2"]
 
 
 def test_no_python_ops_in_the_graphs(exports):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -115,6 +116,13 @@ def test_two_workers_match_one_process(tmp_path):
     outputs = _run_workers([*EPOCH_FLAGS, *cache, "--runs-dir", str(runs), "--run-name", "run",
                             "--resume"])
     assert all("resumed from" in out and "step 3" in out for out in outputs), outputs
+    # each worker built only its own rows of each batch, and together every target once
+    read = [re.search(r"input pipeline (\d) of 2 read (\d+) of the (\d+) targets trained on "
+                      r"in this epoch since batch 3", out) for out in outputs]
+    assert all(read), outputs
+    assert sorted(int(m[1]) for m in read) == [1, 2] and read[0][3] == read[1][3]
+    assert 0 < int(read[0][2]) < int(read[0][3])
+    assert int(read[0][2]) + int(read[1][2]) == int(read[0][3])
     metrics = json.loads((runs / "run" / "metrics.json").read_text())
     single_metrics = json.loads((tmp_path / "single" / "run" / "metrics.json").read_text())
     assert metrics["steps"] == single_metrics["steps"] > 3

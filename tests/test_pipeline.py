@@ -23,6 +23,20 @@ def ids(words):
     return [LM.id(w) for w in words]
 
 
+def whole(layout) -> dict[str, np.ndarray]:
+    """Every batch of a document or stream layout, stacked: {name: [K, lanes, ...]}."""
+    batches = [layout.batch(k) for k in range(layout.num_batches)]
+    return {name: np.stack([batch[name] for batch in batches]) for name in batches[0]}
+
+
+def document_lanes(*args, **kwargs) -> dict[str, np.ndarray]:
+    return whole(pipeline.DocumentLanes(*args, **kwargs))
+
+
+def stream_lanes(*args, **kwargs) -> dict[str, np.ndarray]:
+    return whole(pipeline.StreamLanes(*args, **kwargs))
+
+
 def test_encode_split_offsets_and_unknown_words():
     assert SPLIT.num_documents == 3 and SPLIT.num_sentences == 6
     fourth = SPLIT.lm_ids[SPLIT.sent_offsets[3]:SPLIT.sent_offsets[4]]
@@ -97,7 +111,7 @@ def test_shuffle_is_a_permutation_fixed_by_seed():
 
 
 def test_document_lanes_rebuild_each_document_stream():
-    lanes = pipeline.document_lanes(SPLIT, seq_len=4, lanes=2)
+    lanes = document_lanes(SPLIT, seq_len=4, lanes=2)
     inputs, targets, reset = lanes["inputs"], lanes["targets"], lanes["reset"]
     assert (targets != 0).sum() == SPLIT.num_predicted_tokens()
     streams = []
@@ -126,8 +140,8 @@ def test_balanced_lanes_share_one_long_document_evenly():
     long_doc = [[f"w{i % 10}" for i in range(9)] for _ in range(8)]   # 80 targets
     docs = [long_doc] + DOCS
     split = encode_split(docs, LM, TOPIC)
-    exact = pipeline.document_lanes(split, seq_len=4, lanes=3)
-    balanced = pipeline.document_lanes(split, seq_len=4, lanes=3, balanced=True)
+    exact = document_lanes(split, seq_len=4, lanes=3)
+    balanced = document_lanes(split, seq_len=4, lanes=3, balanced=True)
     windows = [(-(-(split.sent_offsets[split.doc_offsets[d + 1]]
                     - split.sent_offsets[split.doc_offsets[d]]
                     + split.doc_offsets[d + 1] - split.doc_offsets[d]) // 4))
@@ -139,7 +153,7 @@ def test_balanced_lanes_share_one_long_document_evenly():
     order = np.concatenate([balanced["targets"][:, lane] for lane in range(3)])
     order = order[order.any(axis=1)]
     in_documents = np.concatenate([exact["targets"][:windows[0], 0]] + [
-        pipeline.document_lanes(encode_split([d], LM, TOPIC), 4, 1)["targets"][:, 0]
+        document_lanes(encode_split([d], LM, TOPIC), 4, 1)["targets"][:, 0]
         for d in DOCS])
     np.testing.assert_array_equal(order, in_documents)
     # resets: every lane's first window, and each document's first window
@@ -157,7 +171,7 @@ def test_stream_lanes_cut_the_whole_split_into_contiguous_lanes():
     for document in DOCS:
         for sentence in document:
             stream += ids(sentence) + [EOS]
-    lanes = pipeline.stream_lanes(SPLIT, seq_len=3, lanes=4)
+    lanes = stream_lanes(SPLIT, seq_len=3, lanes=4)
     inputs, targets, reset = lanes["inputs"], lanes["targets"], lanes["reset"]
     assert inputs.shape == targets.shape == (2, 4, 3) and reset.shape == (2, 4)
     np.testing.assert_array_equal(reset, [[1, 1, 1, 1], [0, 0, 0, 0]])
@@ -201,7 +215,7 @@ def test_stream_without_line_ends_is_the_sdlm_authors_token_stream(tmp_path):
         assert arrays.num_predicted_tokens("eos") == len(expected) + len(lines[split])
         for line_end, count in (("none", len(expected)),
                                 ("eos", len(expected) + len(lines[split]))):
-            lanes = pipeline.stream_lanes(arrays, seq_len=4, lanes=2, line_end=line_end)
+            lanes = stream_lanes(arrays, seq_len=4, lanes=2, line_end=line_end)
             targets = lanes["targets"].transpose(1, 0, 2).reshape(-1)
             real = targets[targets != 0]
             assert len(real) == count

@@ -62,10 +62,8 @@ def test_the_topic_vector_of_a_sentence_ignores_its_own_words(workdir):
     assert len(first) >= 3
 
     def topic_vectors(topic_ids):
-        changed = pipeline.SentenceExamples(examples.inputs, examples.targets,
-                                            examples.context, examples.documents,
-                                            examples.sentences)
         split = type(arrays)(**{**vars(arrays), "topic_ids": topic_ids})
+        changed = pipeline.sentence_examples(split, 8)
         batch = next(iter(pipeline.sentence_dataset(split, changed, len(first),
                                                     pipeline.ContextSpec(("bow",)))))
         return model.context(batch, training=False)["topic_vector"].numpy()
@@ -76,7 +74,7 @@ def test_the_topic_vector_of_a_sentence_ignores_its_own_words(workdir):
                  if examples.context[row, 1] != examples.context[first[0], 1]
                  and examples.context[row, 2] > examples.context[row, 1])
     start, end = examples.context[first[other], 1:3]
-    ids = arrays.topic_ids.copy()
+    ids = np.array(arrays.topic_ids)
     ids[start:end] = ids[start:end] % (len(trainer.corpus.topic_vocab) - 1) + 1   # other words
     assert (ids[start:end] != arrays.topic_ids[start:end]).all()
     after = topic_vectors(ids)

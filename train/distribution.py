@@ -4,10 +4,13 @@ the cluster helpers the training loop (:mod:`train.trainer`) runs on.
 * ``--strategy mirrored`` (default): ``tf.distribute.MirroredStrategy`` over every local GPU,
   or the CPU when there is none (:func:`make_strategy`);
 * ``--strategy multi_worker``: ``tf.distribute.MultiWorkerMirroredStrategy``, one process
-  per machine, the cluster from ``TF_CONFIG`` (:func:`make_multi_worker_strategy`). Every
-  worker builds the same global batches and gives each of its replicas that replica's slice
-  (:func:`replica_slice`), so the step is the one a single process takes. Only the chief
-  (:func:`is_chief`) writes the run directory. A collective that waits longer than
+  per machine, the cluster from ``TF_CONFIG`` (:func:`make_multi_worker_strategy`). Each
+  worker builds, of every global training batch, only its own replicas' rows (its input
+  pipeline's share, :func:`input_share`), reading only their text; each replica's rows are
+  the slice of the global batch that :func:`replica_slice` cuts, so the step is the one a
+  single process takes. Evaluation batches, and the batches of a model's further tasks,
+  are built whole on every worker and sliced. Only the chief (:func:`is_chief`) writes the
+  run directory. A collective that waits longer than
   :func:`collective_timeout` seconds (a worker died) fails instead of hanging, with one line
   (:func:`collective_failure`).
 """
@@ -20,6 +23,7 @@ import sys
 
 import tensorflow as tf
 
+from tcnlm_tf.data.pipeline import Share
 from tcnlm_tf.errors import UserError
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -61,6 +65,27 @@ def replica_slice(batch: dict, context: tf.distribute.experimental.ValueContext)
         return tensor[replica * share:(replica + 1) * share]
 
     return tf.nest.map_structure(piece, batch)
+
+
+def input_context(strategy: tf.distribute.Strategy) -> tf.distribute.InputContext:
+    """This process's input pipeline under ``strategy``: one pipeline per worker, each
+    feeding that worker's replicas (the ``InputContext`` that
+    ``strategy.distribute_datasets_from_function`` hands its dataset function)."""
+    ids = strategy.experimental_local_results(
+        strategy.experimental_distribute_values_from_function(
+            lambda context: context.replica_id_in_sync_group))
+    local, total = len(ids), strategy.num_replicas_in_sync
+    return tf.distribute.InputContext(num_input_pipelines=total // local,
+                                      input_pipeline_id=int(min(ids)) // local,
+                                      num_replicas_in_sync=total)
+
+
+def input_share(strategy: tf.distribute.Strategy) -> Share:
+    """:class:`~tcnlm_tf.data.pipeline.Share` of this process's :func:`input_context`."""
+    context = input_context(strategy)
+    local = context.num_replicas_in_sync // context.num_input_pipelines
+    return Share(first=context.input_pipeline_id * local, local=local,
+                 total=context.num_replicas_in_sync)
 
 
 def make_strategy(kind: str = "mirrored") -> tf.distribute.Strategy:

@@ -72,7 +72,7 @@ from tcnlm_tf.metrics.topic_words import model_top_words
 from tcnlm_tf.models.base import LanguageModel, Task, has_topics
 from tcnlm_tf.runs.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf.runs.directory import RunDirectory
-from train.distribution import SUM, is_chief, make_strategy, replica_slice
+from train.distribution import SUM, input_share, is_chief, make_strategy, replica_slice
 from train.stopping import StopRequests
 from train.summaries import (TOP_WORDS, projector_tables, write_hparams, write_projector,
                              write_topics)
@@ -163,6 +163,10 @@ class Trainer:
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
         #: only the chief writes the run directory; other workers write to a scratch one
         self.chief = is_chief(self.strategy)
+        #: this process's replicas' rows of each training batch (all of them in one process)
+        self.share = input_share(self.strategy)
+        #: the targets of the training batches this process has built (:meth:`distribute_parts`)
+        self.targets_read = 0.0
         self.files_dir = (self.run_dir if self.chief
                           else Path(tempfile.mkdtemp(prefix="tcnlm-worker-")))
         #: the run's files (read by every worker) and those this process writes
@@ -234,16 +238,18 @@ class Trainer:
         return carries_state(self.config)
 
     def dataset(self, split: str, shuffle_seed: int | None = None,
-                with_documents: bool = False) -> tf.data.Dataset:
+                with_documents: bool = False,
+                share: pipeline.Share | None = None) -> tf.data.Dataset:
         """The batches of ``split`` for this run's mode (global batch size; with
-        ``with_documents``, each target's ``document`` too)."""
+        ``with_documents``, each target's ``document`` too; with a ``share``, a tuple of
+        this process's replicas' rows of each, :class:`~tcnlm_tf.data.pipeline.Share`)."""
         arrays = self.corpus.splits[split]
         if self.config.model.mode == "sentence" and split not in self.examples:
             self.examples[split] = pipeline.sentence_examples(arrays, self.config.data.seq_len)
         return pipeline.model_dataset(self.model, self.config, arrays, split,
                                       shuffle_seed=shuffle_seed,
                                       examples=self.examples.get(split),
-                                      with_documents=with_documents)
+                                      with_documents=with_documents, share=share)
 
     def distribute(self, dataset: Iterable[dict]) -> Iterator:
         """The global batches of ``dataset``, each split among the replicas (a generator).
@@ -259,6 +265,15 @@ class Trainer:
         for batch in dataset:
             yield self.strategy.experimental_distribute_values_from_function(
                 functools.partial(replica_slice, batch))
+
+    def distribute_parts(self, dataset: Iterable[tuple[dict, ...]]) -> Iterator:
+        """The batches of a dataset built with :attr:`share` (a tuple of this process's
+        replicas' batches each), each replica given its own (a generator)."""
+        first = self.share.first
+        for parts in dataset:
+            self.targets_read += sum(float(tf.reduce_sum(part["weights"])) for part in parts)
+            yield self.strategy.experimental_distribute_values_from_function(
+                lambda context, parts=parts: parts[context.replica_id_in_sync_group - first])
 
     def _build(self) -> None:
         """Create every variable (model, tasks and optimisers) so checkpoints can be restored."""
@@ -538,7 +553,7 @@ class Trainer:
         ``"shuffled"`` tasks are shuffled among the language model's; ``"after"`` tasks follow."""
         train, arrays = self.config.train, self.corpus.splits["train"]
         seed = train.seed * 1000 + epoch
-        datasets = [self.dataset("train", shuffle_seed=seed)]
+        datasets = [self.dataset("train", shuffle_seed=seed, share=self.share)]
         datasets += [task.batches("train", arrays, train.batch_size, seed + 1 + k)
                      for k, task in enumerate(self.tasks)]
         counts = [int(d.cardinality()) for d in datasets]
@@ -570,7 +585,8 @@ class Trainer:
         num_batches = len(order)
         skip = int(self.batch_in_epoch)
         done = np.bincount(order[:skip], minlength=len(datasets))
-        iterators = [self.distribute(d.skip(int(n))) for d, n in zip(datasets, done)]
+        iterators = [(self.distribute_parts if k == 0 else self.distribute)(d.skip(int(n)))
+                     for k, (d, n) in enumerate(zip(datasets, done))]
         progress = Progress(num_batches, self.log, [f"{t.name}_loss" for t in self.tasks])
         self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches"
                  + "".join(f", {int((order == k + 1).sum())} of them {task.name}"
@@ -586,6 +602,7 @@ class Trainer:
         self._epoch_totals = lambda: np.array(
             [epoch_nll, epoch_tokens, time.perf_counter() - epoch_start])
         state = self._lane_state(self._resumed) if skip and self.uses_state else None
+        self.targets_read = 0.0
         shown = {}
         last_checkpoint = time.monotonic()
         for index in range(skip, num_batches):
@@ -641,6 +658,13 @@ class Trainer:
             self._save_training(state)      # resumed, the epoch goes straight to validation
             return "interrupted"
         elapsed = time.perf_counter() - epoch_start
+        if self.multi_worker:
+            trained = epoch_tokens - (self._resumed.get("epoch_totals", np.zeros(3))[1]
+                                      if skip else 0.0)
+            self.log(f"input pipeline {self.share.first // self.share.local + 1} of "
+                     f"{self.share.total // self.share.local} read {self.targets_read:.0f} of "
+                     f"the {trained:.0f} targets trained on in this epoch"
+                     + (f" since batch {skip}" if skip else ""))
         self.epoch_summary = {"train_loss": epoch_nll / max(epoch_tokens, 1.0),
                               "seconds": elapsed, "tokens_per_sec": epoch_tokens / elapsed,
                               **{f"{name}_loss": loss / max(count, 1.0)

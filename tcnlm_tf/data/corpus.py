@@ -80,25 +80,34 @@ def decode_text(data: bytes, encoding: str = "utf-8", errors: str = "strict") ->
 
 
 def utf8_lines(path: Path) -> Iterator[bytes]:
-    """The lines of a text file as UTF-8 bytes, without their line ends. LF, CRLF and a lone
-    CR (classic Mac OS files) each end a line. A byte-order mark is honoured: a UTF-16 or
-    UTF-32 file (a corpus an editor saved as "Unicode") is decoded as its mark says, and a
-    UTF-8 mark is dropped instead of being glued to the first word."""
+    """The lines of a text file as UTF-8 bytes, without their line ends, read one at a time.
+    LF, CRLF and a lone CR (classic Mac OS files) each end a line. A byte-order mark is
+    honoured: a UTF-16 or UTF-32 file (a corpus an editor saved as "Unicode") is decoded as
+    its mark says, and a UTF-8 mark is dropped instead of being glued to the first word."""
     with open(path, "rb") as handle:
         codec = marked_encoding(handle.read(4))
         handle.seek(0)
-        lines: BinaryIO = handle
         if codec in ("utf-16", "utf-32"):
-            try:
-                lines = io.BytesIO(handle.read().decode(codec).encode("utf-8"))
-            except UnicodeDecodeError as err:
-                raise UserError(f"{path} starts with a {codec.upper()} byte-order mark but "
-                                f"is not {codec.upper()} text (byte {err.start}): convert it "
-                                f"to UTF-8 (iconv -f {codec.upper()} -t UTF-8)") from None
-        elif codec == "utf-8-sig":
+            yield from _wide_lines(path, handle, codec)
+            return
+        if codec == "utf-8-sig":
             handle.seek(len(codecs.BOM_UTF8))
-        for raw in lines:
+        for raw in handle:
             yield from raw.rstrip(b"\r\n").split(b"\r")
+
+
+def _wide_lines(path: Path, handle: BinaryIO, codec: str) -> Iterator[bytes]:
+    """The lines of a UTF-16 or UTF-32 file (``handle`` at its start) as UTF-8 bytes."""
+    text = io.TextIOWrapper(handle, encoding=codec, newline="")
+    try:
+        for line in text:
+            yield line.rstrip("\r\n").encode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path} starts with a {codec.upper()} byte-order mark but is not "
+                        f"{codec.upper()} text: convert it to UTF-8 (iconv -f "
+                        f"{codec.upper()} -t UTF-8)") from None
+    finally:
+        text.detach()
 
 
 def parse_document(line: str) -> Document:
@@ -107,8 +116,11 @@ def parse_document(line: str) -> Document:
     return [tokens for tokens in sentences if tokens]
 
 
-def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Document], ReadStats]:
-    """Read one split file; returns its documents and what was skipped.
+def iter_corpus_file(path: Path, stats: ReadStats,
+                     max_doc_tokens: int = 100_000) -> Iterator[tuple[int, Document]]:
+    """The documents of one split file, one at a time, each with its line number (from 1);
+    what is skipped is counted in ``stats`` (the streaming form of :func:`read_corpus_file`,
+    which holds no more than one line).
 
     Lines are read by :func:`utf8_lines` (any line-end convention, byte-order marks
     honoured). Lines that are not valid UTF-8 or hold a NUL byte are skipped (not silently
@@ -118,8 +130,6 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
     path = Path(path)
     if not path.is_file():
         raise UserError(f"corpus file not found: {path} (expected {FORMAT_DESCRIPTION})")
-    documents: list[Document] = []
-    stats = ReadStats()
     for line_number, raw in enumerate(utf8_lines(path), start=1):
         try:
             line = raw.decode("utf-8")
@@ -141,11 +151,20 @@ def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Do
         if num_tokens > max_doc_tokens:
             stats.note("overlong_documents", line_number)
             continue
-        documents.append(document)
-        stats.lines.append(line_number)
         stats.documents += 1
         stats.sentences += len(document)
         stats.tokens += num_tokens
+        yield line_number, document
+
+
+def read_corpus_file(path: Path, max_doc_tokens: int = 100_000) -> tuple[list[Document], ReadStats]:
+    """Read one split file whole (:func:`iter_corpus_file`); returns its documents and what
+    was skipped, with each document's line number in ``stats.lines``."""
+    documents: list[Document] = []
+    stats = ReadStats()
+    for line_number, document in iter_corpus_file(path, stats, max_doc_tokens):
+        documents.append(document)
+        stats.lines.append(line_number)
     return documents, stats
 
 

@@ -5,9 +5,13 @@ Where the files are: ``<data_dir>/<dataset>/{train,valid,test}.txt`` for ``apnew
 ``synthetic`` corpus is generated into ``<cache_dir>/synthetic-<key>/``.
 
 What is cached: the vocabularies and, per split, every sentence as LM ids and as topic-model
-ids, with sentence and document offsets (:class:`SplitArrays`). The cache is one HDF5 file
-(``<cache_dir>/prepared/<dataset>-<key>.h5``) whose key is a SHA-256 of the source files'
-bytes and of every setting that shapes the arrays; change either and it is rebuilt.
+ids, with sentence and document offsets (:class:`SplitArrays`), in a directory of shards
+(``<cache_dir>/prepared/<dataset>-<key>/``, :mod:`tcnlm_tf.data.shards`) whose key is a
+SHA-256 of the source files' bytes and of every setting that shapes the arrays; change
+either and it is rebuilt. The cache is built in two passes over the files, never holding
+more than one shard: the training split's word and document counts (the vocabularies),
+then every split encoded document by document into shards. A split is read back as memory
+maps of its shards, so a corpus larger than memory trains.
 """
 from __future__ import annotations
 
@@ -16,15 +20,15 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
-import h5py
 import numpy as np
 
 from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
-from tcnlm_tf.data import synthetic
-from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, read_corpus_file
+from tcnlm_tf.data import shards, synthetic
+from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, ReadStats, iter_corpus_file
 from tcnlm_tf.data.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
                                  word_counts, EOS, PAD, UNK)
 from tcnlm_tf.errors import UserError
@@ -32,8 +36,9 @@ from tcnlm_tf.errors import UserError
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
 #: left the topic vocabulary; 3: documents' source line numbers; 4: a literal <pad> in the
-#: text is <unk>; 5: lone CRs end lines and byte-order marks are honoured)
-CACHE_FORMAT_VERSION = 5
+#: text is <unk>; 5: lone CRs end lines and byte-order marks are honoured; 6: a directory
+#: of memory-mapped shards instead of one HDF5 file read whole)
+CACHE_FORMAT_VERSION = 6
 
 CORPUS_SOURCES = {
     "apnews": "https://github.com/jhlau/topically-driven-language-model (APNEWS)",
@@ -45,7 +50,9 @@ CORPUS_SOURCES = {
 
 @dataclasses.dataclass
 class SplitArrays:
-    """One split as flat id arrays.
+    """One split as flat id arrays: numpy arrays, or (a prepared corpus's splits)
+    :class:`~tcnlm_tf.data.shards.ShardedArray` memory maps of its shards, which index and
+    slice alike.
 
     Shapes (S sentences, D documents):
       ``lm_ids`` [sum of sentence lengths] LM ids (no ``<eos>``);
@@ -79,7 +86,8 @@ class SplitArrays:
 
 @dataclasses.dataclass
 class Corpus:
-    """A prepared corpus: vocabularies, split arrays, and where it came from."""
+    """A prepared corpus: vocabularies, split arrays, where it came from (``source_dir``)
+    and where it is prepared (``cache_path``: the directory of its shards)."""
 
     name: str
     lm_vocab: Vocabulary
@@ -145,14 +153,6 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def cache_key(config: DataConfig, directory: Path) -> str:
     """SHA-256 over the source files' contents and the settings that shape the arrays."""
     stopwords = Path(config.stopwords) if config.stopwords else None
@@ -166,30 +166,44 @@ def cache_key(config: DataConfig, directory: Path) -> str:
         "topic_top_fraction": config.topic_top_fraction,
         "topic_top_among": config.topic_top_among,
         "max_doc_tokens": config.max_doc_tokens,
-        "stopwords": _file_digest(stopwords) if stopwords else None,
-        "files": {split: _file_digest(directory / f"{split}.txt") for split in SPLITS},
+        "stopwords": shards.file_digest(stopwords) if stopwords else None,
+        "files": {split: shards.file_digest(directory / f"{split}.txt") for split in SPLITS},
     }
     return _digest(json.dumps(settings, sort_keys=True).encode())
 
 
+class Encoder:
+    """Documents to ids: LM ids (unknown words become ``<unk>``, and so does ``<pad>``
+    written in the text: its id marks padding, which no loss or perplexity counts, so the
+    token would silently vanish) and the topic-vocabulary ids of the words that have one."""
+
+    def __init__(self, lm_vocab: Vocabulary, topic_vocab: Vocabulary):
+        self.unk = lm_vocab.unk_id
+        self.lm_index = {**lm_vocab.index, PAD: self.unk}
+        self.topic_index = topic_vocab.index
+
+    def sentence(self, sentence: list[str]) -> tuple[list[int], list[int]]:
+        """One sentence's LM ids and topic-vocabulary ids."""
+        lm, topic, unk = self.lm_index, self.topic_index, self.unk
+        return ([lm.get(w, unk) for w in sentence],
+                [topic[w] for w in sentence if w in topic])
+
+
 def encode_split(documents: list[Document], lm_vocab: Vocabulary,
                  topic_vocab: Vocabulary, lines: list[int] | None = None) -> SplitArrays:
-    """Turn documents into :class:`SplitArrays` (unknown LM words become ``<unk>``, and so
-    does ``<pad>`` written in the text: its id marks padding, which no loss or perplexity
-    counts, so the token would silently vanish); ``lines``: their source line numbers
-    (default 1, 2, ...)."""
+    """Turn documents held in memory (a text to score) into :class:`SplitArrays`
+    (:class:`Encoder`); ``lines``: their source line numbers (default 1, 2, ...)."""
+    encoder = Encoder(lm_vocab, topic_vocab)
     lm_ids: list[int] = []
     topic_ids: list[int] = []
     sent_offsets = [0]
     topic_offsets = [0]
     doc_offsets = [0]
-    unk = lm_vocab.unk_id
-    lm_index = {**lm_vocab.index, PAD: unk}
-    topic_index = topic_vocab.index
     for document in documents:
         for sentence in document:
-            lm_ids.extend(lm_index.get(w, unk) for w in sentence)
-            topic_ids.extend(topic_index[w] for w in sentence if w in topic_index)
+            words, topic = encoder.sentence(sentence)
+            lm_ids.extend(words)
+            topic_ids.extend(topic)
             sent_offsets.append(len(lm_ids))
             topic_offsets.append(len(topic_ids))
         doc_offsets.append(len(sent_offsets) - 1)
@@ -213,96 +227,168 @@ LITERAL_MEANINGS = {
 }
 
 
-def literal_notices(path: Path, documents: list[Document], lines: list[int]) -> list[str]:
-    """One line per reserved word written in ``path``'s text: how often, the first source
-    line (``lines``: each document's), and how it is read."""
-    return [f"{path}: {count} literal {word} (first at line {lines[first - 1]}), read as "
-            f"{LITERAL_MEANINGS[word]}"
-            for word, (count, first) in literal_specials(documents).items()]
+class LiteralCounter:
+    """Counts the reserved words written in a file's text, one document at a time."""
 
+    def __init__(self):
+        #: {reserved word: (times written, first source line)}
+        self.found: dict[str, tuple[int, int]] = {}
 
-def literal_specials(documents: list[Document]) -> dict[str, tuple[int, int]]:
-    """``{reserved word: (times written in the text, first document from 1)}``."""
-    found: dict[str, tuple[int, int]] = {}
-    for number, document in enumerate(documents, start=1):
+    def add(self, line: int, document: Document) -> None:
+        """One document (from source ``line``)."""
         if LITERAL_MEANINGS.keys().isdisjoint(itertools.chain.from_iterable(document)):
-            continue                                  # the common case, scanned in C
+            return                                    # the common case, scanned in C
         for word in itertools.chain.from_iterable(document):
             if word in LITERAL_MEANINGS:
-                count, first = found.get(word, (0, number))
-                found[word] = (count + 1, first)
-    return found
+                count, first = self.found.get(word, (0, line))
+                self.found[word] = (count + 1, first)
+
+    def notices(self, path: Path) -> list[str]:
+        """One line per reserved word found: how often, the first line, how it is read."""
+        return [f"{path}: {count} literal {word} (first at line {first}), read as "
+                f"{LITERAL_MEANINGS[word]}" for word, (count, first) in self.found.items()]
 
 
-def _build(config: DataConfig, directory: Path, log: Callable[[str], None]) -> Corpus:
-    documents, lines = {}, {}
-    for split in SPLITS:
-        path = directory / f"{split}.txt"
-        documents[split], stats = read_corpus_file(path, config.max_doc_tokens)
-        lines[split] = stats.lines
-        for line in stats.problems(path):
-            log(line)
-        if not documents[split]:
-            raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
-        for line in literal_notices(path, documents[split], stats.lines):
-            log(line)
-    counts, doc_counts = word_counts(documents["train"])
+def _documents(path: Path, config: DataConfig, log: Callable[[str], None],
+               stats: ReadStats | None = None):
+    """The documents of the split file ``path`` (line, document), one at a time; at the end,
+    the reader's problems are logged and an empty split is an error."""
+    stats = stats if stats is not None else ReadStats()
+    yield from iter_corpus_file(path, stats, config.max_doc_tokens)
+    for line in stats.problems(path):
+        log(line)
+    if not stats.documents:
+        raise UserError(f"{path} holds no usable document ({FORMAT_DESCRIPTION})")
+
+
+def _vocabularies(config: DataConfig, directory: Path, log: Callable[[str], None]
+                  ) -> tuple[Vocabulary, Vocabulary]:
+    """The first pass: the training split's word and document counts, and the LM and
+    topic-model vocabularies built from them (memory: the word types, not the text)."""
+    stats = ReadStats()
+    documents = (document for _, document in
+                 _documents(directory / "train.txt", config, lambda line: None, stats))
+    counts, doc_counts = word_counts(documents)
     lm_vocab = build_lm_vocab(counts, config.min_freq)
     topic_vocab = build_topic_vocab(
         lm_vocab, counts, doc_counts, load_stopwords(config.stopwords),
         min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction,
         top_among=config.topic_top_among)
-    splits = {split: encode_split(documents[split], lm_vocab, topic_vocab, lines[split])
-              for split in SPLITS}
-    return Corpus(config.dataset, lm_vocab, topic_vocab, splits, directory, Path())
+    return lm_vocab, topic_vocab
 
 
-def _write_cache(corpus: Corpus, path: Path) -> None:
-    """Write the cache under a name of this process's own, then rename it into place: two
-    trainings that prepare the same corpus at once (``evaluate.compare --jobs 2``) must not
-    open one temporary HDF5 file together (HDF5's file lock makes the second one fail)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    strings = h5py.string_dtype("utf-8")
+def _encode_splits(config: DataConfig, directory: Path, target: Path, lm_vocab: Vocabulary,
+                   topic_vocab: Vocabulary, shard_words: int,
+                   log: Callable[[str], None]) -> dict:
+    """The second pass: every split encoded document by document into shards under
+    ``target``; their manifest entries."""
+    encoder = Encoder(lm_vocab, topic_vocab)
+    lm_dtype, topic_dtype = shards.id_dtype(len(lm_vocab)), shards.id_dtype(len(topic_vocab))
+    entries = {}
+    for split in SPLITS:
+        path = directory / f"{split}.txt"
+        writer = shards.ShardWriter(target, split, lm_dtype, topic_dtype, shard_words)
+        literals = LiteralCounter()
+        for line, document in _documents(path, config, log):
+            literals.add(line, document)
+            encoded = [encoder.sentence(sentence) for sentence in document]
+            writer.add(line, [np.asarray(words, lm_dtype) for words, _ in encoded],
+                       [np.asarray(topic, topic_dtype) for _, topic in encoded])
+        for line in literals.notices(path):
+            log(line)
+        entries[split] = writer.close()
+        log(f"  {split}: {entries[split]['documents']} documents, "
+            f"{entries[split]['words']} words in {len(entries[split]['shards'])} shard(s)")
+    return entries
+
+
+def _prepare(config: DataConfig, directory: Path, target: Path, key: str, shard_words: int,
+             log: Callable[[str], None]) -> None:
+    """Build the prepared corpus (two passes over the files) in a directory of this
+    process's own and rename it to ``target`` once complete, manifest last: an interrupted
+    preparation leaves nothing that looks complete (the next one starts again). Two
+    processes that prepare the same corpus at once (``evaluate.compare --jobs 2``) each
+    build their own, and the first to finish wins."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     try:
-        with h5py.File(tmp, "w") as h5:
-            h5.create_dataset("lm_vocab", data=np.array(corpus.lm_vocab.words, dtype=object),
-                              dtype=strings)
-            h5.create_dataset("topic_vocab", data=np.array(corpus.topic_vocab.words, dtype=object),
-                              dtype=strings)
-            for split, arrays in corpus.splits.items():
-                group = h5.create_group(split)
-                for field in dataclasses.fields(SplitArrays):
-                    group.create_dataset(field.name, data=getattr(arrays, field.name))
-        os.replace(tmp, path)
+        lm_vocab, topic_vocab = _vocabularies(config, directory, log)
+        lm_vocab.save(tmp / "lm_vocab.txt")
+        topic_vocab.save(tmp / "topic_vocab.txt")
+        entries = _encode_splits(config, directory, tmp, lm_vocab, topic_vocab, shard_words,
+                                 log)
+        shards.write_manifest(tmp, {"format": shards.SHARD_FORMAT, "key": key,
+                                    "dataset": config.dataset, "splits": entries})
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / shards.MANIFEST).is_file():
+                raise                  # not another process's complete copy in the way
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _read_cache(path: Path, name: str, directory: Path) -> Corpus:
-    with h5py.File(path, "r") as h5:
-        lm_words = [w.decode() if isinstance(w, bytes) else w for w in h5["lm_vocab"][()]]
-        topic_words = [w.decode() if isinstance(w, bytes) else w for w in h5["topic_vocab"][()]]
-        splits = {split: SplitArrays(**{f.name: h5[split][f.name][()]
-                                        for f in dataclasses.fields(SplitArrays)})
-                  for split in SPLITS}
-    return Corpus(name, Vocabulary(lm_words, unk=UNK), Vocabulary(topic_words), splits,
-                  directory, path)
+def _remove_stale(prepared: Path) -> None:
+    """Remove the temporary directories of preparations whose process is gone (killed)."""
+    for stale in prepared.glob(".*.tmp"):
+        pid = stale.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def open_prepared(directory: Path, name: str, source: Path, key: str,
+                  verify: bool = True) -> Corpus:
+    """The prepared corpus in ``directory`` (cache ``key``): vocabularies, and each split's
+    arrays as memory maps of its shards (checked: :func:`tcnlm_tf.data.shards.open_shard`)."""
+    manifest = shards.read_manifest(directory, key)
+    splits = {}
+    for split in SPLITS:
+        entry = manifest["splits"][split]
+        opened = [shards.open_shard(directory / shard["file"], shard, split, index, verify)
+                  for index, shard in enumerate(entry["shards"])]
+        pieces = {field: [arrays[field] for arrays in opened]
+                  for field in shards.ID_FIELDS + shards.OFFSET_FIELDS}
+        tails = {"sent_offsets": entry["words"], "topic_offsets": entry["topic_words"],
+                 "doc_offsets": entry["sentences"]}
+        splits[split] = SplitArrays(**{
+            field: shards.ShardedArray(pieces[field], tails.get(field),
+                                       np.int64 if field in shards.OFFSET_FIELDS else None)
+            for field in pieces})
+    return Corpus(name, Vocabulary.load(directory / "lm_vocab.txt", unk=UNK),
+                  Vocabulary.load(directory / "topic_vocab.txt"), splits, source, directory)
 
 
 def load_corpus(config: DataConfig, cache_dir: Path | None = None,
-                log: Callable[[str], None] = print) -> Corpus:
-    """Prepared corpus for ``config``: read from the cache, or built and cached."""
+                log: Callable[[str], None] = print,
+                shard_words: int = shards.DEFAULT_SHARD_WORDS) -> Corpus:
+    """Prepared corpus for ``config``: opened from the cache, or prepared into it first
+    (in shards of about ``shard_words`` words). A damaged cache is reported (one line) and
+    prepared again."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     directory = source_dir(config, cache_dir)
-    path = cache_dir / "prepared" / f"{config.dataset}-{cache_key(config, directory)[:16]}.h5"
-    if path.is_file():
+    key = cache_key(config, directory)
+    target = cache_dir / "prepared" / f"{config.dataset}-{key[:16]}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target.parent)
+    if (target / shards.MANIFEST).is_file():
         try:
-            return _read_cache(path, config.dataset, directory)
-        except (OSError, KeyError) as err:
-            log(f"cache {path} is unreadable ({err}); rebuilding it")
-    log(f"preparing {config.dataset} from {directory} (cached in {path})")
-    corpus = _build(config, directory, log)
-    _write_cache(corpus, path)
-    corpus.cache_path = path
-    return corpus
+            return open_prepared(target, config.dataset, directory, key)
+        except shards.CorruptShard as err:
+            log(f"{err}: preparing it again")
+            shutil.rmtree(target, ignore_errors=True)
+    elif target.exists():
+        shutil.rmtree(target, ignore_errors=True)        # no manifest: never completed
+    log(f"preparing {config.dataset} from {directory} (cached in {target})")
+    _prepare(config, directory, target, key, shard_words, log)
+    return open_prepared(target, config.dataset, directory, key, verify=False)

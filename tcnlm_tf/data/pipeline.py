@@ -71,221 +71,53 @@ import numpy as np
 import tensorflow as tf
 
 from tcnlm_tf.config import CONTEXTS, LINE_ENDS, LONG_SENTENCES
+from tcnlm_tf.data.examples import EOS_ID as EOS_ID   # the specials' ids, used from here
+from tcnlm_tf.data.examples import (PAD_ID, DocumentLanes, LocalSource,
+                                    SentenceExamples, StreamLanes, document_rows,
+                                    document_source, local_source, sentence_examples,
+                                    sentence_lanes, shuffled_documents)
 from tcnlm_tf.data.loading import SplitArrays
 from tcnlm_tf.models.registry import WEIGHTINGS
 
 #: the evaluation-only context protocol of the ablation: another document's whole text
 SHUFFLED = "shuffled"
 
-EOS_ID = 2   # tcnlm_tf.data.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 UNK_ID = 1
-PAD_ID = 0
 
 
-@dataclasses.dataclass
-class SentenceExamples:
-    """Sentence-mode sequences. ``inputs``/``targets`` [N, L]; ``context`` [N, 4] int64 holds,
-    in ``topic_ids`` coordinates, (document start, sentence start, sentence end, document end);
-    ``documents`` [N]: the index of each sequence's document; ``sentences`` [N]: the index of
-    each sequence's sentence in the split."""
-
-    inputs: np.ndarray
-    targets: np.ndarray
-    context: np.ndarray
-    documents: np.ndarray
-    sentences: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.inputs)
+def check_protocol(protocol: str) -> None:
+    """A ValueError unless ``protocol`` is a context protocol (:data:`CONTEXTS`) or
+    :data:`SHUFFLED`."""
+    if protocol not in CONTEXTS + (SHUFFLED,):
+        raise ValueError(f"unknown context protocol {protocol!r}; choose one of "
+                         f"{CONTEXTS + (SHUFFLED,)}")
 
 
-def sentence_examples(split: SplitArrays, seq_len: int) -> SentenceExamples:
-    """Cut every sentence of ``split`` into sequences of at most ``seq_len`` targets."""
-    lengths = np.diff(split.sent_offsets)                      # words per sentence
-    chunks = -(-(lengths + 1) // seq_len)                      # ceil(targets / L)
-    total = int(chunks.sum())
-    inputs = np.zeros((total, seq_len), np.int32)
-    targets = np.zeros((total, seq_len), np.int32)
-    doc_of_sentence = np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets))
-    sent_index = np.repeat(np.arange(split.num_sentences), chunks)
-    row = 0
-    for s in range(split.num_sentences):
-        start, end = split.sent_offsets[s], split.sent_offsets[s + 1]
-        tokens = np.concatenate([[EOS_ID], split.lm_ids[start:end], [EOS_ID]])
-        for k in range(chunks[s]):
-            piece = tokens[k * seq_len: (k + 1) * seq_len + 1]
-            inputs[row, :len(piece) - 1] = piece[:-1]
-            targets[row, :len(piece) - 1] = piece[1:]
-            row += 1
-    docs = doc_of_sentence[sent_index]
-    topic = split.topic_offsets
-    context = np.stack([topic[split.doc_offsets[docs]], topic[sent_index],
-                        topic[sent_index + 1], topic[split.doc_offsets[docs + 1]]], axis=1)
-    return SentenceExamples(inputs, targets, context.astype(np.int64), docs, sent_index)
-
-
-def sentence_lanes(examples: SentenceExamples, lanes: int,
-                   shuffle_seed: int | None = None) -> dict[str, np.ndarray]:
-    """Sentence mode with ``long_sentences`` carry: the sentences (in the order they come,
-    or shuffled with ``shuffle_seed``) each go whole to the currently shortest of ``lanes``
-    lanes, their pieces one after the other. Returns ``index`` [K, lanes] int64, the example
-    in each slot (``len(examples)``: none, a padding row), and ``reset`` [K, lanes] float32,
-    1 where a slot starts a sentence or is empty."""
-    first = np.flatnonzero(np.r_[True, examples.sentences[1:] != examples.sentences[:-1]])
-    first = first[first < len(examples)]
-    last = np.r_[first[1:], len(examples)]
-    order = (np.arange(len(first)) if shuffle_seed is None
-             else np.random.default_rng(shuffle_seed).permutation(len(first)))
-    rows: list[list[int]] = [[] for _ in range(lanes)]
-    for unit in order:
-        lane = min(range(lanes), key=lambda k: len(rows[k]))
-        rows[lane].extend(range(first[unit], last[unit]))
-    num_batches = max(1, max(len(row) for row in rows))
-    index = np.full((num_batches, lanes), len(examples), np.int64)
-    for lane, row in enumerate(rows):
-        index[:len(row), lane] = row
-    starts = np.zeros(len(examples) + 1, bool)
-    starts[first] = True
-    starts[-1] = True
-    return {"index": index, "reset": starts[index].astype(np.float32)}
+def protocol_rows(split: SplitArrays, rows: np.ndarray, documents: np.ndarray, protocol: str,
+                  other: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Examples' context rows [B, 4] (as :meth:`SentenceExamples.take` builds them) under the
+    context ``protocol`` (:data:`CONTEXTS` or :data:`SHUFFLED`), and the document each row
+    lies in: ``rest`` as built (document minus sentence); ``preceding`` ends the kept text at
+    the sentence: (document start, sentence start, document end, document end);
+    ``shuffled`` is the whole of another document, ``other[document]``
+    (:func:`~tcnlm_tf.data.examples.shuffled_documents`)."""
+    check_protocol(protocol)
+    if protocol == "preceding":
+        rows = rows.copy()
+        rows[:, 2] = rows[:, 3]
+    elif protocol == SHUFFLED:
+        documents = other[documents]
+        rows = document_rows(split, documents)
+    return rows, documents
 
 
 def protocol_context(split: SplitArrays, examples: SentenceExamples, protocol: str,
                      seed: int = 0) -> np.ndarray:
-    """The examples' context rows [N, 4] under the context ``protocol`` (:data:`CONTEXTS` or
-    :data:`SHUFFLED`): ``rest`` as built (document minus sentence); ``preceding`` ends the
-    kept text at the sentence: (document start, sentence start, document end, document end);
-    ``shuffled`` is the whole of another document, the documents permuted with ``seed`` so
-    that none keeps its own (when there are two or more)."""
-    if protocol not in CONTEXTS + (SHUFFLED,):
-        raise ValueError(f"unknown context protocol {protocol!r}; choose one of "
-                         f"{CONTEXTS + (SHUFFLED,)}")
-    context = examples.context
-    if protocol == "preceding":
-        context = context.copy()
-        context[:, 2] = context[:, 3]
-    elif protocol == SHUFFLED:
-        order = np.random.default_rng(seed).permutation(split.num_documents)
-        other = np.empty_like(order)
-        other[order] = np.roll(order, 1)          # a single cycle: no document keeps its own
-        documents = other[examples.documents]
-        topic = split.topic_offsets
-        start, end = topic[split.doc_offsets[documents]], topic[split.doc_offsets[documents + 1]]
-        context = np.stack([start, start, start, end], axis=1).astype(np.int64)
-    return context
-
-
-def context_weights(examples: SentenceExamples, weighting: str) -> np.ndarray:
-    """``context_weight`` of every example [N] float32 (see the module docstring):
-    1 / (examples of its sentence) or 1 / (examples of its document)."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
-    unit = examples.sentences if weighting == "sentence" else examples.documents
-    return (1.0 / np.bincount(unit)[unit]).astype(np.float32)
-
-
-def document_lanes(split: SplitArrays, seq_len: int, lanes: int,
-                   order: np.ndarray | None = None, balanced: bool = False
-                   ) -> dict[str, np.ndarray]:
-    """Lay documents (in ``order``) end to end in ``lanes`` lanes of windows.
-
-    Exact layout (``balanced=False``, for evaluation): each document goes whole to the
-    currently shortest lane, so every window is read with its document's full history and
-    the perplexity does not depend on the number of lanes. One long document can keep one
-    lane running long after the others have ended, though.
-
-    Balanced layout (``balanced=True``, for training): the windows of all documents, in
-    order, are cut into ``lanes`` contiguous runs of equal length. Without it, one 7,000-word
-    APNEWS document fills the last ~200 batches of every epoch as a batch of one lane, and
-    those ~200 updates on a single document ruin the model. The price: a document split
-    between two lanes continues from a zero state in the second one (at most ``lanes - 1``
-    windows per epoch).
-
-    Returns ``inputs``/``targets`` [K, lanes, L], ``reset`` [K, lanes] and ``document``
-    [K, lanes, L] (each target's document, -1 at padding) for K batches.
-    """
-    order = np.arange(split.num_documents) if order is None else order
-    documents: list[list[tuple[np.ndarray, np.ndarray, float, int]]] = []
-    for d in order:
-        first, last = split.doc_offsets[d], split.doc_offsets[d + 1]
-        pieces = [[EOS_ID]]
-        for s in range(first, last):
-            pieces.append(split.lm_ids[split.sent_offsets[s]:split.sent_offsets[s + 1]])
-            pieces.append([EOS_ID])
-        stream = np.concatenate(pieces).astype(np.int32)
-        windows = []
-        for k in range(-(-(len(stream) - 1) // seq_len)):
-            piece = stream[k * seq_len: (k + 1) * seq_len + 1]
-            x = np.zeros(seq_len, np.int32)
-            y = np.zeros(seq_len, np.int32)
-            x[:len(piece) - 1] = piece[:-1]
-            y[:len(piece) - 1] = piece[1:]
-            windows.append((x, y, 1.0 if k == 0 else 0.0, d))
-        documents.append(windows)
-    if balanced:
-        stream_of_windows = [w for windows in documents for w in windows]
-        per_lane = max(1, -(-len(stream_of_windows) // lanes))
-        lane_windows = []
-        for i in range(lanes):
-            windows = stream_of_windows[i * per_lane:(i + 1) * per_lane]
-            if windows:   # a lane that starts inside a document has no state to carry in
-                x, y, _, d = windows[0]
-                windows[0] = (x, y, 1.0, d)
-            lane_windows.append(windows)
-    else:
-        lane_windows = [[] for _ in range(lanes)]
-        for windows in documents:
-            min(lane_windows, key=len).extend(windows)
-    num_batches = max(len(w) for w in lane_windows)
-    inputs = np.zeros((num_batches, lanes, seq_len), np.int32)
-    targets = np.zeros((num_batches, lanes, seq_len), np.int32)
-    reset = np.ones((num_batches, lanes), np.float32)
-    document = np.full((num_batches, lanes), -1, np.int32)
-    for lane, windows in enumerate(lane_windows):
-        for k, (x, y, r, d) in enumerate(windows):
-            inputs[k, lane], targets[k, lane], reset[k, lane], document[k, lane] = x, y, r, d
-    document = np.where(targets != PAD_ID, document[:, :, None], -1).astype(np.int32)
-    return {"inputs": inputs, "targets": targets, "reset": reset, "document": document}
-
-
-def stream_lanes(split: SplitArrays, seq_len: int, lanes: int,
-                 line_end: str = LINE_ENDS[0]) -> dict[str, np.ndarray]:
-    """The split as one stream (see the module docstring; ``line_end``: one of
-    :data:`LINE_ENDS`) in ``lanes`` contiguous lanes: ``inputs``/``targets`` [K, lanes, L]
-    (0-padded at the end of the last lanes), ``reset`` [K, lanes] (1 in the first batch
-    only) and ``document`` [K, lanes, L] (each target's document, -1 at padding),
-    K = ceil(stream / lanes / L)."""
-    stream = split.lm_ids.astype(np.int32)
-    # the document of every word, then of every target of the stream
-    owner = np.repeat(np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets)),
-                      np.diff(split.sent_offsets))
-    if line_end == "eos":
-        ends = np.full(split.num_sentences, EOS_ID, np.int32)
-        stream = np.insert(stream, split.sent_offsets[1:], ends)
-        sentence_owner = np.repeat(np.arange(split.num_documents), np.diff(split.doc_offsets))
-        owner = np.insert(owner, split.sent_offsets[1:], sentence_owner)
-    stream = np.concatenate([[EOS_ID], stream]).astype(np.int32)
-    targets = len(stream) - 1
-    per_lane = max(1, -(-targets // lanes))
-    num_batches = -(-per_lane // seq_len)
-    width = num_batches * seq_len
-    inputs = np.zeros((lanes, width), np.int32)
-    outputs = np.zeros((lanes, width), np.int32)
-    document = np.full((lanes, width), -1, np.int32)
-    for lane in range(lanes):
-        start, end = lane * per_lane, min((lane + 1) * per_lane, targets)
-        if start < end:
-            inputs[lane, :end - start] = stream[start:end]
-            outputs[lane, :end - start] = stream[start + 1:end + 1]
-            document[lane, :end - start] = owner[start:end]
-    reset = np.zeros((num_batches, lanes), np.float32)
-    reset[0] = 1.0
-
-    def as_batches(a):
-        return a.reshape(lanes, num_batches, seq_len).transpose(1, 0, 2)
-
-    return {"inputs": as_batches(inputs), "targets": as_batches(outputs), "reset": reset,
-            "document": as_batches(document)}
+    """:func:`protocol_rows` of every example of a (small) split [N, 4]; ``shuffled``
+    permutes the documents with ``seed``."""
+    taken = examples.take(np.arange(len(examples)))
+    other = shuffled_documents(split.num_documents, seed) if protocol == SHUFFLED else None
+    return protocol_rows(split, taken["context"], taken["documents"], protocol, other)[0]
 
 
 def bag_of_words(context: tf.Tensor, topic_ids: tf.Tensor, max_bow: int) -> tf.Tensor:
@@ -444,9 +276,115 @@ def document_context(spec: ContextSpec, topic_ids: tf.Tensor,
 
 
 def split_context(spec: ContextSpec, split: SplitArrays) -> dict[str, tf.Tensor]:
-    """:func:`document_context` of every document of ``split``."""
-    return document_context(spec, padded_ids(split.topic_ids), split.topic_offsets,
-                            np.stack([split.doc_offsets[:-1], split.doc_offsets[1:]], axis=1))
+    """:func:`document_context` of every document of a (small) ``split``."""
+    return local_context(spec, document_source(split, np.arange(split.num_documents)))
+
+
+def local_context(spec: ContextSpec, source: LocalSource | dict,
+                  weights: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+    """The context fields of ``spec`` from a :class:`~tcnlm_tf.data.examples.LocalSource`
+    (or a batch dict holding its fields as tensors)."""
+    get = source.get if isinstance(source, dict) else lambda name: getattr(source, name)
+    return context_fields(spec, ContextSource(
+        tf.convert_to_tensor(get("rows")), tf.convert_to_tensor(get("topic_ids")),
+        tf.convert_to_tensor(get("sentences")), tf.convert_to_tensor(get("sentence_starts")),
+        weights))
+
+
+#: the dtype and shape of each field of a :class:`~tcnlm_tf.data.examples.LocalSource`
+#: in a batch (B rows)
+LOCAL_SOURCE = {"rows": (tf.int64, [None, 4]), "topic_ids": (tf.int32, [None]),
+                "sentences": (tf.int64, [None, 2]), "sentence_starts": (tf.int64, [None])}
+
+
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """The rows of each global batch that one input pipeline builds: those of its replicas,
+    ``first`` to ``first + local - 1`` of all ``total`` (the rows each replica takes, as
+    :func:`train.distribution.replica_slice` cuts a global batch of n rows: ceil(n / total)
+    each, fewer or none for the last). A dataset built with a share yields, per global batch,
+    a tuple of its replicas' batches (:meth:`rows`); without one, the global batch itself."""
+
+    first: int = 0
+    local: int = 1
+    total: int = 1
+
+    def rows(self, n: int) -> list[slice]:
+        """Each of this pipeline's replicas' rows of a global batch of ``n`` rows."""
+        each = -(-n // self.total)
+        return [slice(min(r * each, n), min((r + 1) * each, n))
+                for r in range(self.first, self.first + self.local)]
+
+
+def numpy_batches(num_batches: int, select: Callable[[int], dict[str, np.ndarray]],
+                  build: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+                  signature: Mapping[str, tuple[tf.DType, list]],
+                  share: Share | None = None) -> tf.data.Dataset:
+    """``num_batches`` batches made in numpy from the split's arrays (which may be memory
+    maps: nothing of the split becomes a tensor): ``select(k)`` says what global batch k
+    holds ({name: [n, ...]}, a row each), ``build`` makes a batch from (some of) its rows,
+    reading only their text; ``signature``: the dtype and shape of each field ``build``
+    returns. With a ``share``, each element is a tuple of its replicas' batches, each built
+    from only that replica's rows."""
+    names = list(signature)
+    dtypes = [signature[name][0] for name in names]
+    parts = 1 if share is None else share.local
+
+    def call(k):
+        selection = select(int(k))
+        n = len(next(iter(selection.values())))
+        out = []
+        for rows in ([slice(None)] if share is None else share.rows(n)):
+            batch = build({name: value[rows] for name, value in selection.items()})
+            out += [np.asarray(batch[name], dtype.as_numpy_dtype)
+                    for name, dtype in zip(names, dtypes)]
+        return tuple(out)
+
+    def read(k):
+        values = tf.numpy_function(call, [k], dtypes * parts, stateful=False)
+        batches = tuple({name: tf.ensure_shape(value, signature[name][1] if share is None
+                                               else [None, *signature[name][1][1:]])
+                         for name, value in zip(names, values[i * len(names):])}
+                        for i in range(parts))
+        return batches[0] if share is None else batches
+
+    return tf.data.Dataset.range(num_batches).map(read, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def each_part(dataset: tf.data.Dataset, finish: Callable[[dict], dict],
+              share: Share | None) -> tf.data.Dataset:
+    """``dataset`` (of :func:`numpy_batches`) with ``finish`` applied to every batch (to
+    each replica's, with a ``share``)."""
+    if share is None:
+        return dataset.map(finish, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.map(lambda *parts: tuple(finish(part) for part in parts),
+                       num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def document_batches(split: SplitArrays, spec: ContextSpec, num_batches: int,
+                     select: Callable[[int], dict[str, np.ndarray]],
+                     extra: Mapping[str, tuple[tf.DType, list]],
+                     features: dict[str, np.ndarray] | None = None) -> tf.data.Dataset:
+    """Batches of whole documents of ``split`` (a topic model's own training examples):
+    ``select(k)`` -> batch k's ``documents`` [B] and its fields of ``extra`` ([B, ...]);
+    each batch holds the context fields of ``spec`` for those documents
+    (:func:`document_context`), their rows of the per-document ``features`` and the extra
+    fields."""
+    features = {name: tf.constant(value) for name, value in (features or {}).items()}
+
+    def build(selection):
+        return {**vars(document_source(split, selection["documents"])), **selection}
+
+    def finish(parts):
+        batch = local_context(spec, parts)
+        batch.update({name: tf.gather(value, parts["documents"])
+                      for name, value in features.items()})
+        batch.update({name: parts[name] for name in extra})
+        return batch
+
+    signature = {**LOCAL_SOURCE, "documents": (tf.int64, [None]), **extra}
+    return each_part(numpy_batches(num_batches, select, build, signature), finish,
+                     None).prefetch(2)
 
 
 def _with_weights(batch: dict) -> dict:
@@ -454,93 +392,119 @@ def _with_weights(batch: dict) -> dict:
     return batch
 
 
-def _lane_dataset(lanes: dict[str, np.ndarray], with_documents: bool) -> tf.data.Dataset:
-    """The batches of document or stream lanes (``document`` kept where asked for)."""
-    if not with_documents:
-        lanes = {name: value for name, value in lanes.items() if name != "document"}
-    return tf.data.Dataset.from_tensor_slices(lanes).map(_with_weights).prefetch(
-        tf.data.AUTOTUNE)
+def _lane_dataset(layout: DocumentLanes | StreamLanes, with_documents: bool,
+                  share: Share | None) -> tf.data.Dataset:
+    """The batches of document or stream lanes (``document`` kept where asked for; with a
+    ``share``, each replica's lanes)."""
+    lanes, length = layout.lanes, layout.seq_len
+    signature = {"inputs": (tf.int32, [lanes, length]), "targets": (tf.int32, [lanes, length]),
+                 "reset": (tf.float32, [lanes])}
+    if with_documents:
+        signature["document"] = (tf.int32, [lanes, length])
 
+    def select(k):
+        return {"batch": np.full(lanes, k), "lane": np.arange(lanes)}
 
-def _with_padding_row(values: np.ndarray, padding: Any) -> np.ndarray:
-    """``values`` [N, ...] with one more row, ``padding`` (the empty slot of a lane)."""
-    extra = np.full((1,) + values.shape[1:], padding, values.dtype)
-    return np.concatenate([values, extra])
+    def build(selection):
+        return layout.batch(int(selection["batch"][0]) if len(selection["batch"]) else 0,
+                            selection["lane"])
+
+    dataset = numpy_batches(layout.num_batches, select, build, signature, share)
+    return each_part(dataset, _with_weights, share).prefetch(tf.data.AUTOTUNE)
 
 
 def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size: int,
                      context: ContextSpec = ContextSpec(), shuffle_seed: int | None = None,
                      features: dict[str, np.ndarray] | None = None,
                      with_documents: bool = False,
-                     long_sentences: str = LONG_SENTENCES[0]) -> tf.data.Dataset:
-    """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one fixed order per
-    seed, so a resumed epoch sees the same order), with the ``context`` fields, each
-    example's row of the per-document ``features`` ({name: [D, ...]}) and, with
-    ``with_documents``, each target's ``document``. ``long_sentences`` carry lays the
-    sentences out in lanes (:func:`sentence_lanes`; the sentences shuffled, not their
-    pieces), each batch with its ``reset``; an empty slot is a padding row (no targets,
-    ``context_weight`` 0)."""
+                     long_sentences: str = LONG_SENTENCES[0],
+                     share: Share | None = None) -> tf.data.Dataset:
+    """Batches of sentence-mode examples; shuffled with ``shuffle_seed`` (one permutation
+    of all the split's examples per seed, so a resumed epoch sees the same order), with the
+    ``context`` fields, each example's row of the per-document ``features`` ({name:
+    [D, ...]}) and, with ``with_documents``, each target's ``document``. ``long_sentences``
+    carry lays the sentences out in lanes (:func:`sentence_lanes`; the sentences shuffled,
+    not their pieces), each batch with its ``reset``; an empty slot is a padding row (no
+    targets, ``context_weight`` 0). Memory: the permutation (8 bytes an example) and the
+    examples' index (:class:`SentenceExamples`); each batch reads only its own text."""
+    check_protocol(context.protocol)
     carry = long_sentences == LONG_SENTENCES[1]
     if carry:
-        slices = sentence_lanes(examples, batch_size, shuffle_seed)
+        layout = sentence_lanes(examples, batch_size, shuffle_seed)
+        num_batches = len(layout["index"])
     else:
         order = np.arange(len(examples))
         if shuffle_seed is not None:
             order = np.random.default_rng(shuffle_seed).permutation(len(examples))
-        slices = order
-    padded = _with_padding_row if carry else (lambda values, padding: values)
-    inputs = tf.constant(padded(examples.inputs, PAD_ID))
-    targets = tf.constant(padded(examples.targets, PAD_ID))
-    rows = tf.constant(padded(protocol_context(split, examples, context.protocol), 0))
-    weights = tf.constant(padded(context_weights(
-        examples, context.options.get("weighting", WEIGHTINGS[0])), 0.0))
-    documents = tf.constant(padded(examples.documents, 0))
-    sentences = tf.constant(padded(np.stack([split.doc_offsets[examples.documents],
-                                             examples.sentences], axis=1), 0))
-    sentence_starts = tf.constant(split.topic_offsets)
-    topic_ids = padded_ids(split.topic_ids)
+        num_batches = -(-len(examples) // batch_size)
+    other = (shuffled_documents(split.num_documents, 0) if context.protocol == SHUFFLED
+             else None)
+    weighting = context.options.get("weighting", WEIGHTINGS[0])
     features = {name: tf.constant(value) for name, value in (features or {}).items()}
 
-    def gather(index):
-        batch = {"inputs": tf.gather(inputs, index), "targets": tf.gather(targets, index)}
-        batch.update(context_fields(context, ContextSource(
-            tf.gather(rows, index), topic_ids, tf.gather(sentences, index), sentence_starts,
-            tf.gather(weights, index))))
-        batch.update({name: tf.gather(value, tf.gather(documents, index))
+    def select(k):
+        if carry:
+            return {"index": layout["index"][k], "reset": layout["reset"][k]}
+        return {"index": order[k * batch_size:(k + 1) * batch_size]}
+
+    def build(selection):
+        index = selection["index"]
+        real = index < len(examples)
+        taken = examples.take(np.where(real, index, 0))
+        documents = taken["documents"]
+        rows, context_documents = protocol_rows(split, taken["context"], documents,
+                                                context.protocol, other)
+        sentences = np.stack([split.doc_offsets[documents], taken["sentences"]], axis=1)
+        source = local_source(split, rows, context_documents, sentences, documents, real)
+        return {"inputs": np.where(real[:, None], taken["inputs"], PAD_ID),
+                "targets": np.where(real[:, None], taken["targets"], PAD_ID),
+                "context_weights": np.where(real, examples.weights(
+                    taken["sentences"], documents, weighting), 0.0),
+                "documents": np.where(real, documents, 0), **vars(source),
+                **({"reset": selection["reset"]} if carry else {})}
+
+    def finish(parts):
+        batch = {"inputs": parts["inputs"], "targets": parts["targets"]}
+        batch.update(local_context(context, parts, parts["context_weights"]))
+        batch.update({name: tf.gather(value, parts["documents"])
                       for name, value in features.items()})
         if with_documents:
-            owner = tf.cast(tf.gather(documents, index), tf.int32)[:, None]
+            owner = tf.cast(parts["documents"], tf.int32)[:, None]
             batch["document"] = tf.where(batch["targets"] != PAD_ID, owner, -1)
+        if carry:
+            batch["reset"] = parts["reset"]
         return _with_weights(batch)
 
+    length = examples.seq_len
+    signature = {"inputs": (tf.int32, [None, length]), "targets": (tf.int32, [None, length]),
+                 "context_weights": (tf.float32, [None]), "documents": (tf.int64, [None]),
+                 **LOCAL_SOURCE}
     if carry:
-        dataset = tf.data.Dataset.from_tensor_slices(slices).map(
-            lambda slot: {**gather(slot["index"]), "reset": slot["reset"]},
-            num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-    dataset = tf.data.Dataset.from_tensor_slices(slices).batch(batch_size)
-    return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        signature["reset"] = (tf.float32, [batch_size])
+    dataset = numpy_batches(num_batches, select, build, signature, share)
+    return each_part(dataset, finish, share).prefetch(tf.data.AUTOTUNE)
 
 
 def document_dataset(split: SplitArrays, seq_len: int, batch_size: int,
-                     shuffle_seed: int | None = None,
-                     with_documents: bool = False) -> tf.data.Dataset:
+                     shuffle_seed: int | None = None, with_documents: bool = False,
+                     share: Share | None = None) -> tf.data.Dataset:
     """Document-mode batches (``batch_size`` lanes). With ``shuffle_seed`` (training), the
     documents are shuffled and laid out balanced; without it (evaluation), exactly (see
-    :func:`document_lanes`)."""
+    :class:`DocumentLanes`)."""
     order = None
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(split.num_documents)
-    lanes = document_lanes(split, seq_len, batch_size, order, balanced=shuffle_seed is not None)
-    return _lane_dataset(lanes, with_documents)
+    layout = DocumentLanes(split, seq_len, batch_size, order, balanced=shuffle_seed is not None)
+    return _lane_dataset(layout, with_documents, share)
 
 
 def stream_dataset(split: SplitArrays, seq_len: int, batch_size: int,
-                   line_end: str = LINE_ENDS[0], with_documents: bool = False
-                   ) -> tf.data.Dataset:
+                   line_end: str = LINE_ENDS[0], with_documents: bool = False,
+                   share: Share | None = None) -> tf.data.Dataset:
     """Stream-mode batches (``batch_size`` lanes, the same for training and evaluation: the
     PyTorch example does not shuffle a stream either)."""
-    return _lane_dataset(stream_lanes(split, seq_len, batch_size, line_end), with_documents)
+    return _lane_dataset(StreamLanes(split, seq_len, batch_size, line_end), with_documents,
+                         share)
 
 
 def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
@@ -548,38 +512,41 @@ def make_dataset(split: SplitArrays, seq_len: int, batch_size: int, mode: str,
                  examples: SentenceExamples | None = None,
                  features: dict[str, np.ndarray] | None = None,
                  line_end: str = LINE_ENDS[0], with_documents: bool = False,
-                 long_sentences: str = LONG_SENTENCES[0]) -> tf.data.Dataset:
+                 long_sentences: str = LONG_SENTENCES[0],
+                 share: Share | None = None) -> tf.data.Dataset:
     """The batches of ``split`` for ``mode`` ('sentence', 'document' or 'stream');
     ``context``: the model's :class:`ContextSpec` (sentence mode; the fields to add and how),
     ``features``: per-document side inputs (sentence mode), ``examples``: precomputed
     sequences; ``line_end`` (stream mode): whether ``<eos>`` follows each line;
     ``with_documents``: each batch also says which document each target belongs to
-    (``document``); ``long_sentences`` (sentence mode): :data:`LONG_SENTENCES`."""
+    (``document``); ``long_sentences`` (sentence mode): :data:`LONG_SENTENCES`; ``share``:
+    build only one input pipeline's replicas' rows (:class:`Share`)."""
     if mode == "document":
-        return document_dataset(split, seq_len, batch_size, shuffle_seed, with_documents)
+        return document_dataset(split, seq_len, batch_size, shuffle_seed, with_documents,
+                                share)
     if mode == "stream":
-        return stream_dataset(split, seq_len, batch_size, line_end, with_documents)
+        return stream_dataset(split, seq_len, batch_size, line_end, with_documents, share)
     if examples is None:
         examples = sentence_examples(split, seq_len)
     return sentence_dataset(split, examples, batch_size, context, shuffle_seed, features,
-                            with_documents, long_sentences)
+                            with_documents, long_sentences, share)
 
 
 def model_dataset(model: Any, config: Any, split: SplitArrays, split_name: str | None,
                   batch_size: int | None = None, shuffle_seed: int | None = None,
                   examples: SentenceExamples | None = None,
-                  protocol: str | None = None, with_documents: bool = False
-                  ) -> tf.data.Dataset:
+                  protocol: str | None = None, with_documents: bool = False,
+                  share: Share | None = None) -> tf.data.Dataset:
     """The batches a ``model`` (:class:`~tcnlm_tf.models.base.LanguageModel`) of a run
     configured by ``config`` (:class:`~tcnlm_tf.config.RunConfig`) reads from ``split``,
     the corpus split named ``split_name`` (None: a text that is no split of the run's
     corpus): its mode, sequence length, context and per-document features; ``batch_size``
     (default: the run's), ``protocol``: another context protocol (the ablation),
-    ``with_documents``: as :func:`make_dataset`."""
+    ``with_documents``, ``share``: as :func:`make_dataset`."""
     context = model.context_spec
     if protocol is not None:
         context = dataclasses.replace(context, protocol=protocol)
     return make_dataset(split, config.data.seq_len, batch_size or config.train.batch_size,
                         config.model.mode, context, shuffle_seed, examples,
                         model.document_features(split_name, split), config.data.line_end,
-                        with_documents, config.data.long_sentences)
+                        with_documents, config.data.long_sentences, share)

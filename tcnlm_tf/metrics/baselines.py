@@ -9,6 +9,7 @@ from tcnlm_tf.data import synthetic
 from tcnlm_tf.data.corpus import read_corpus_file
 from tcnlm_tf.data.loading import Corpus, SplitArrays
 from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID
+from tcnlm_tf.data.shards import chunks
 from tcnlm_tf.data.vocab import UNK
 from tcnlm_tf.metrics.perplexity import perplexity
 
@@ -16,7 +17,9 @@ from tcnlm_tf.metrics.perplexity import perplexity
 def target_counts(split: SplitArrays, vocab_size: int, line_end: str = "eos") -> np.ndarray:
     """How often each id is a target: every word, plus one ``<eos>`` per sentence (none with
     ``line_end`` ``none``, stream mode only)."""
-    counts = np.bincount(split.lm_ids, minlength=vocab_size).astype(np.float64)
+    counts = np.zeros(vocab_size, np.float64)
+    for piece in chunks(split.lm_ids):                  # a shard at a time
+        counts += np.bincount(piece, minlength=vocab_size)
     if line_end == "eos":
         counts[EOS_ID] += split.num_sentences
     return counts

@@ -90,14 +90,21 @@ class CooccurrenceCounts:
     convention: str = CONVENTIONS[0]    # how windows were laid and never-seen pairs score
 
 
+#: tokens of the reference corpus counted at once (whole documents: a chunk ends after the
+#: document that reaches it), so that memory does not grow with the corpus
+CHUNK_TOKENS = 1 << 20
+
+
 def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Iterable[str],
-                        window: int = 20, convention: str = CONVENTIONS[0]
-                        ) -> CooccurrenceCounts:
+                        window: int = 20, convention: str = CONVENTIONS[0],
+                        chunk_tokens: int = CHUNK_TOKENS) -> CooccurrenceCounts:
     """Count the windows of ``documents`` containing each of ``words`` and each pair of them.
 
-    ``documents`` is a corpus (a document is a list of sentences, a sentence a list of tokens);
-    ``words`` is typically the union of all topics' top words (duplicates are dropped, first
-    occurrence kept). ``window`` is the sliding-window length in tokens, 0 for whole documents;
+    ``documents`` is a corpus (a document is a list of sentences, a sentence a list of
+    tokens), read once, in chunks of about ``chunk_tokens`` tokens of whole documents (any
+    iterable: a corpus larger than memory streams through); ``words`` is typically the
+    union of all topics' top words (duplicates are dropped, first occurrence kept).
+    ``window`` is the sliding-window length in tokens, 0 for whole documents;
     ``convention`` (one of :data:`CONVENTIONS`) lays the windows as the module docstring says.
     A word that never occurs in the corpus gets zero counts.
 
@@ -107,9 +114,8 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
     k holding the tokens of k - m + 1 .. k that exist) [q, q + m - 1], under ``"limit"`` (n
     whole windows of length m, window k starting at token k) [max(0, q - m + 1), min(q, n - 1)].
     A word's occurrences give a union of such intervals (merged into disjoint ones); the windows
-    containing words a and b number the summed overlaps of a's intervals with b's. Windows are
-    numbered across the corpus, one document after another, so intervals
-    of different documents never overlap (they may touch; merging those keeps the union).
+    containing words a and b number the summed overlaps of a's intervals with b's. No window
+    spans two documents, so each chunk's counts are added to the others'.
     """
     if window < 0:
         raise UserError(f"coherence window must be >= 0 tokens (0 = whole documents), "
@@ -120,28 +126,55 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
     vocab = list(dict.fromkeys(words))
     index = {w: i for i, w in enumerate(vocab)}
     num_words = len(vocab)
+    word_windows = np.zeros(num_words)
+    pair_windows = np.zeros((num_words, num_words))
+    num_windows = 0
+    for token_ids, lengths in _chunks(documents, index, chunk_tokens):
+        words_in, pairs_in, windows_in = _count_chunk(token_ids, lengths, num_words, window,
+                                                      convention)
+        word_windows += words_in
+        pair_windows += pairs_in
+        num_windows += windows_in
+    if num_windows == 0:
+        raise UserError("the reference corpus for topic coherence has no tokens; "
+                        "pass a corpus with at least one non-empty document")
+    pair_windows = pair_windows + pair_windows.T
+    pair_windows[np.diag_indices(num_words)] = word_windows
+    return CooccurrenceCounts(words=vocab,
+                              word_windows=np.rint(word_windows).astype(np.int64),
+                              pair_windows=np.rint(pair_windows).astype(np.int64),
+                              num_windows=num_windows, convention=convention)
 
+
+def _chunks(documents: Iterable[Sequence[Sequence[str]]], index: dict[str, int],
+            chunk_tokens: int):
+    """The corpus in chunks of whole documents: (each token's word id, -1 for the words
+    not counted, [T] int64; each document's length [D] int64)."""
     token_ids: list[int] = []
     lengths: list[int] = []
     for document in documents:
         ids = [index.get(token, -1) for token in itertools.chain.from_iterable(document)]
         token_ids.extend(ids)
         lengths.append(len(ids))
-    length = np.asarray(lengths, np.int64)
-    if length.sum() == 0:
-        raise UserError("the reference corpus for topic coherence has no tokens; "
-                        "pass a corpus with at least one non-empty document")
+        if len(token_ids) >= chunk_tokens:
+            yield np.asarray(token_ids, np.int64), np.asarray(lengths, np.int64)
+            token_ids, lengths = [], []
+    if lengths:
+        yield np.asarray(token_ids, np.int64), np.asarray(lengths, np.int64)
 
-    # Per document: window length m, number of windows n, first window's corpus-wide number.
+
+def _count_chunk(ids: np.ndarray, length: np.ndarray, num_words: int, window: int,
+                 convention: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """One chunk's window counts: [W] windows holding each word, [W, W] the summed
+    overlaps of pairs (one triangle, :func:`_interval_overlaps`) and the chunk's windows."""
+    # Per document: window length m, number of windows n, first window's number.
     partial = convention == "toolkit" and window > 0
     span = np.where((window == 0) | (length < window), length, window)
     num_doc_windows = np.where(length > 0, length + window - 1 if partial else length - span + 1,
                                0)
     first_window = np.cumsum(num_doc_windows) - num_doc_windows
-    num_windows = int(num_doc_windows.sum())
 
     # One interval of window starts [start, end) per occurrence of a counted word.
-    ids = np.asarray(token_ids, np.int64)
     doc = np.repeat(np.arange(len(length)), length)
     position = np.arange(len(ids)) - np.repeat(np.cumsum(length) - length, length)
     hit = ids >= 0
@@ -160,15 +193,8 @@ def count_cooccurrences(documents: Iterable[Sequence[Sequence[str]]], words: Ite
     opens[1:] = (word[1:] != word[:-1]) | (start[1:] > end[:-1])
     closes = np.roll(opens, -1)   # an interval closes where the next opens; opens[0] is True
     word, start, end = word[opens], start[opens], end[closes]
-
-    word_windows = np.bincount(word, weights=end - start, minlength=num_words)
-    pair_windows = _interval_overlaps(word, start, end, num_words)
-    pair_windows = pair_windows + pair_windows.T
-    pair_windows[np.diag_indices(num_words)] = word_windows
-    return CooccurrenceCounts(words=vocab,
-                              word_windows=np.rint(word_windows).astype(np.int64),
-                              pair_windows=np.rint(pair_windows).astype(np.int64),
-                              num_windows=num_windows, convention=convention)
+    return (np.bincount(word, weights=end - start, minlength=num_words),
+            _interval_overlaps(word, start, end, num_words), int(num_doc_windows.sum()))
 
 
 def _interval_overlaps(word: np.ndarray, start: np.ndarray, end: np.ndarray,

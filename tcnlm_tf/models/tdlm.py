@@ -226,26 +226,6 @@ class TDLM(RecurrentLanguageModel, TopicModel):
                               order="after", validate=True))
         return tasks
 
-    def _document_reader(self, split, arrays):
-        """The split's arrays as tensors, made once per dataset: its padded topic ids, each
-        document's end in them [D], and ``read(documents [B])``, the topic model's input for
-        those whole documents (their context fields,
-        :func:`tcnlm_tf.data.pipeline.document_context`, and per-document features)."""
-        ids = pipeline.padded_ids(arrays.topic_ids)
-        sentence_starts = tf.constant(arrays.topic_offsets)
-        bounds = tf.constant(np.stack([arrays.doc_offsets[:-1], arrays.doc_offsets[1:]], axis=1))
-        ends = tf.gather(sentence_starts, bounds[:, 1])
-        features = {name: tf.constant(value)
-                    for name, value in self.document_features(split, arrays).items()}
-
-        def read(documents: tf.Tensor) -> dict[str, tf.Tensor]:
-            batch = pipeline.document_context(self.context_spec, ids, sentence_starts,
-                                              tf.gather(bounds, documents))
-            batch.update({name: tf.gather(value, documents) for name, value in features.items()})
-            return batch
-
-        return ids, ends, read
-
     def _topic_model_batches(self, split, arrays, batch_size, shuffle_seed) -> tf.data.Dataset:
         """Every document's topic words in consecutive chunks of m1 targets, each example
         with its whole document (first m3 words) as input: ``bow`` [B, m3],
@@ -260,20 +240,20 @@ class TDLM(RecurrentLanguageModel, TopicModel):
         order = np.arange(len(documents))
         if shuffle_seed is not None:
             order = np.random.default_rng(shuffle_seed).permutation(len(documents))
-        ids, doc_ends, read = self._document_reader(split, arrays)
-        no_word = len(arrays.topic_ids)          # the trailing 0 of ``ids``
-        documents, target_start = tf.constant(documents), tf.constant(target_start)
 
-        def gather(index):
-            doc = tf.gather(documents, index)
-            positions = tf.gather(target_start, index)[:, None] + tf.range(m1, dtype=tf.int64)
-            valid = positions < tf.gather(doc_ends, doc)[:, None]
-            batch = read(doc)
-            batch["topic_targets"] = tf.gather(ids, tf.where(valid, positions, no_word))
-            return batch
+        def select(k):
+            index = order[k * batch_size:(k + 1) * batch_size]
+            doc = documents[index]
+            positions = target_start[index][:, None] + np.arange(m1)
+            valid = positions < ends[doc][:, None]
+            ids = arrays.topic_ids[np.where(valid, positions, 0).ravel()] if valid.any() \
+                else np.zeros(positions.size, np.int32)
+            return {"documents": doc,
+                    "topic_targets": np.where(valid, ids.reshape(positions.shape), 0)}
 
-        dataset = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
-        return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+        return pipeline.document_batches(
+            arrays, self.context_spec, -(-len(order) // batch_size), select,
+            {"topic_targets": (tf.int32, [None, m1])}, self.document_features(split, arrays))
 
     def _topic_model_loss(self, batch, training):
         """Summed cross-entropy of the m1 target words under softmax(s W + b) (Sec. 3.1)."""
@@ -294,16 +274,14 @@ class TDLM(RecurrentLanguageModel, TopicModel):
         documents = np.flatnonzero(labels >= 0)
         if shuffle_seed is not None:
             documents = np.random.default_rng(shuffle_seed).permutation(documents)
-        labels = tf.constant(labels)
-        _, _, read = self._document_reader(split, arrays)
 
-        def gather(doc):
-            batch = read(doc)
-            batch["label"] = tf.gather(labels, doc)
-            return batch
+        def select(k):
+            doc = documents[k * batch_size:(k + 1) * batch_size]
+            return {"documents": doc, "label": labels[doc]}
 
-        dataset = tf.data.Dataset.from_tensor_slices(documents).batch(batch_size)
-        return dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+        return pipeline.document_batches(
+            arrays, self.context_spec, -(-len(documents) // batch_size), select,
+            {"label": (tf.int32, [None])}, self.document_features(split, arrays))
 
     def _label_loss(self, batch, training):
         """Summed cross-entropy of the document classifier on d' ⊕ s (Sec. 6.1)."""

@@ -1,0 +1,329 @@
+"""A prepared corpus on disk: each split in shards of whole documents, memory-mapped when read.
+
+Layout of one prepared corpus (a directory, ``<cache_dir>/prepared/<dataset>-<key>/``)::
+
+    manifest.json        format version, cache key, id dtypes, every shard of every split:
+                         its file, documents, sentences, words, topic words and SHA-256
+    lm_vocab.txt         the LM vocabulary, one word per line (id = line number from 0)
+    topic_vocab.txt      the topic-model vocabulary
+    train-00000.h5 ...   the shards of each split, in order
+
+A shard is an HDF5 file of contiguous, uncompressed datasets (so that each can be
+memory-mapped: :func:`open_shard`) holding whole documents. Every offset is **global**
+(a position in the whole split), so the shards of a split read as one array each
+(:class:`ShardedArray`) and :class:`tcnlm_tf.data.loading.SplitArrays` keeps its meaning:
+
+``lm_ids``        [T_k] uint16 (int32 for an LM vocabulary over 65,536 words) LM ids
+``topic_ids``     [U_k] uint16 (or int32) topic-vocabulary ids of the words in it
+``sent_offsets``  [S_k] int64 where each sentence starts in the split's ``lm_ids``
+``topic_offsets`` [S_k] int64 where each sentence starts in the split's ``topic_ids``
+``doc_offsets``   [D_k] int64 each document's first sentence (in the split)
+``doc_lines``     [D_k] int64 each document's line in the source file (from 1)
+
+The split's totals (its words, topic words, sentences; the manifest's) end the three
+offset arrays, which hold one more entry than there are sentences or documents.
+
+A shard is written under a temporary name and renamed when complete
+(:class:`ShardWriter`), and so is the whole directory, after its manifest
+(:func:`tcnlm_tf.data.loading.load_corpus`): nothing that looks complete is ever partial.
+Opening checks each shard's size, format and checksum against the manifest and refuses a
+damaged, truncated or foreign one with a one-line :class:`CorruptShard` naming it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import h5py
+import numpy as np
+
+from tcnlm_tf.errors import UserError
+
+#: the shard layout's version (the manifest's ``format``)
+SHARD_FORMAT = 1
+#: a new shard is begun once the current one holds at least this many words
+DEFAULT_SHARD_WORDS = 1 << 24
+#: the arrays of a shard, in order, and the dtype of each (ids: :func:`id_dtype`)
+ID_FIELDS = ("lm_ids", "topic_ids")
+OFFSET_FIELDS = ("sent_offsets", "topic_offsets", "doc_offsets", "doc_lines")
+MANIFEST = "manifest.json"
+
+
+class CorruptShard(UserError):
+    """A shard or manifest that is damaged, truncated, or from another preparation."""
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """uint16 where every id fits (at most 65,536 words), else int32."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.int32)
+
+
+def shard_name(split: str, index: int) -> str:
+    return f"{split}-{index:05d}.h5"
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in blocks."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+class ShardWriter:
+    """Writes one split's documents into shards of about ``shard_words`` words.
+
+    :meth:`add` takes one encoded document at a time; a shard is written (and a new one
+    begun) when it reaches ``shard_words`` words, so at most one shard's arrays are held.
+    :meth:`close` writes the last one and returns the split's manifest entry."""
+
+    def __init__(self, directory: Path, split: str, lm_dtype: np.dtype, topic_dtype: np.dtype,
+                 shard_words: int = DEFAULT_SHARD_WORDS):
+        if shard_words < 1:
+            raise ValueError(f"shard_words must be positive, got {shard_words}")
+        self.directory, self.split = Path(directory), split
+        self.dtypes = {"lm_ids": lm_dtype, "topic_ids": topic_dtype}
+        self.shard_words = shard_words
+        self.shards: list[dict] = []
+        self.totals = {"documents": 0, "sentences": 0, "words": 0, "topic_words": 0}
+        self._begin()
+
+    def _begin(self) -> None:
+        self._pieces: dict[str, list[np.ndarray]] = {name: [] for name in ID_FIELDS}
+        self._offsets: dict[str, list[int]] = {name: [] for name in OFFSET_FIELDS}
+        self._first = dict(self.totals)
+        self._words = 0
+
+    def add(self, line: int, sentences: Sequence[np.ndarray],
+            topic_sentences: Sequence[np.ndarray]) -> None:
+        """One document (source ``line``): each sentence's LM ids and topic-vocabulary ids."""
+        offsets, totals = self._offsets, self.totals
+        offsets["doc_offsets"].append(totals["sentences"])
+        offsets["doc_lines"].append(line)
+        for words, topic in zip(sentences, topic_sentences):
+            offsets["sent_offsets"].append(totals["words"])
+            offsets["topic_offsets"].append(totals["topic_words"])
+            totals["words"] += len(words)
+            totals["topic_words"] += len(topic)
+            self._words += len(words)
+        totals["sentences"] += len(sentences)
+        totals["documents"] += 1
+        self._pieces["lm_ids"].extend(sentences)
+        self._pieces["topic_ids"].extend(topic_sentences)
+        if self._words >= self.shard_words:
+            self._flush()
+
+    def _flush(self) -> None:
+        name = shard_name(self.split, len(self.shards))
+        path = self.directory / name
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        try:
+            with h5py.File(tmp, "w") as h5:
+                for field in ID_FIELDS:
+                    pieces = self._pieces[field]
+                    data = (np.concatenate(pieces) if pieces else np.zeros(0))
+                    h5.create_dataset(field, data=data.astype(self.dtypes[field]))
+                for field in OFFSET_FIELDS:
+                    h5.create_dataset(field, data=np.asarray(self._offsets[field], np.int64))
+                h5.attrs["format"] = SHARD_FORMAT
+                h5.attrs["split"] = self.split
+                h5.attrs["index"] = len(self.shards)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        counts = {key: self.totals[key] - self._first[key] for key in self.totals}
+        self.shards.append({"file": name, **counts, "sha256": file_digest(path)})
+        self._begin()
+
+    def close(self) -> dict:
+        """Write the last shard; the split's manifest entry (its shards and totals)."""
+        if self._offsets["doc_offsets"] or not self.shards:
+            self._flush()
+        return {"shards": self.shards, **self.totals}
+
+
+def write_manifest(directory: Path, manifest: dict) -> None:
+    """``manifest.json`` in ``directory`` (written last: its presence marks a complete
+    preparation)."""
+    from tcnlm_tf.data.corpus import write_text
+    write_text(Path(directory) / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+
+
+def read_manifest(directory: Path, key: str) -> dict:
+    """The manifest of the prepared corpus in ``directory``, checked: its format, and that
+    it was prepared for the cache ``key`` (a :class:`CorruptShard` otherwise)."""
+    path = Path(directory) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as err:
+        raise CorruptShard(f"{path} is unreadable ({err}); delete {directory} to prepare the "
+                           "corpus again") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != SHARD_FORMAT \
+            or manifest.get("key") != key:
+        raise CorruptShard(f"{path} is of another format or preparation (format "
+                           f"{manifest.get('format') if isinstance(manifest, dict) else '?'}, "
+                           f"expected {SHARD_FORMAT}, and key {key[:16]}); delete {directory} "
+                           "to prepare the corpus again")
+    return manifest
+
+
+def _memmap(h5: h5py.File, name: str, path: Path) -> np.ndarray:
+    """Dataset ``name`` of an open shard as a read-only memory map of the file (an empty
+    array for an empty dataset, which HDF5 allocates no space for)."""
+    dataset = h5[name]
+    if dataset.size == 0:
+        return np.zeros(dataset.shape, dataset.dtype)
+    offset = dataset.id.get_offset()
+    if offset is None or dataset.chunks is not None or dataset.compression is not None:
+        raise CorruptShard(f"{path}: dataset {name} is not stored contiguously; delete the "
+                           "prepared corpus to prepare it again")
+    return np.memmap(path, dtype=dataset.dtype, mode="r", offset=offset, shape=dataset.shape)
+
+
+def open_shard(path: Path, entry: dict, split: str, index: int,
+               verify: bool = True) -> dict[str, np.ndarray]:
+    """The arrays of one shard ({field: read-only memory map}), checked against its
+    manifest ``entry``: checksum (with ``verify``), format, split, position and sizes."""
+    path = Path(path)
+    redo = f"delete {path.parent} to prepare the corpus again"
+    if not path.is_file():
+        raise CorruptShard(f"shard {path} is missing; {redo}")
+    if verify and file_digest(path) != entry.get("sha256"):
+        raise CorruptShard(f"shard {path} does not match its checksum (damaged, truncated or "
+                           f"from another preparation); {redo}")
+    try:
+        with h5py.File(path, "r") as h5:
+            if (h5.attrs.get("format"), h5.attrs.get("split"), h5.attrs.get("index")) != \
+                    (SHARD_FORMAT, split, index):
+                raise CorruptShard(f"shard {path} is not shard {index} of split {split} in "
+                                   f"format {SHARD_FORMAT}; {redo}")
+            arrays = {name: _memmap(h5, name, path) for name in ID_FIELDS + OFFSET_FIELDS}
+    except (OSError, KeyError) as err:
+        raise CorruptShard(f"shard {path} is unreadable ({err}); {redo}") from None
+    sizes = {"lm_ids": entry["words"], "topic_ids": entry["topic_words"],
+             "sent_offsets": entry["sentences"], "topic_offsets": entry["sentences"],
+             "doc_offsets": entry["documents"], "doc_lines": entry["documents"]}
+    wrong = [name for name, size in sizes.items() if len(arrays[name]) != size]
+    if wrong:
+        raise CorruptShard(f"shard {path}: {', '.join(wrong)} not of the sizes its manifest "
+                           f"gives; {redo}")
+    return arrays
+
+
+class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """The concatenation of one array's pieces (one per shard), read without copying them
+    together: ``len``, integer, slice (step 1) and integer-array indexing, each touching
+    only the pieces it needs; ``tail`` is one more element after the last piece (the
+    split's total, which ends an offset array). ``np.asarray``, numpy functions and
+    arithmetic read the whole array into memory (for small corpora and tests)."""
+
+    def __init__(self, pieces: Iterable[np.ndarray], tail: int | None = None,
+                 dtype: np.dtype | None = None):
+        self.pieces = [np.asarray(piece) if not isinstance(piece, np.ndarray) else piece
+                       for piece in pieces]
+        if tail is not None:
+            self.pieces.append(np.asarray([tail], dtype or self.pieces[0].dtype
+                                          if self.pieces else np.int64))
+        self.dtype = np.dtype(dtype) if dtype is not None else (
+            self.pieces[0].dtype if self.pieces else np.dtype(np.int64))
+        self.starts = np.cumsum([0] + [len(piece) for piece in self.pieces])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = (np.concatenate(self.pieces).astype(self.dtype, copy=False) if self.pieces
+                 else np.zeros(0, self.dtype))
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+    def astype(self, dtype, copy: bool = True) -> np.ndarray:
+        return np.asarray(self).astype(dtype)
+
+    def tolist(self) -> list:
+        return np.asarray(self).tolist()
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(np.asarray(x) if isinstance(x, ShardedArray) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def searchsorted(self, values, side: str = "left") -> np.ndarray:
+        """``np.searchsorted`` of the whole (sorted) array, searching only the pieces that
+        hold the values."""
+        values = np.asarray(values)
+        kept = [i for i, piece in enumerate(self.pieces) if len(piece)]
+        firsts = np.array([self.pieces[i][0] for i in kept])
+        which = np.searchsorted(firsts, values, side) - 1
+        out = np.zeros(values.shape, np.int64)
+        for k in np.unique(which[which >= 0]):
+            mask = which == k
+            piece = kept[k]
+            out[mask] = self.starts[piece] + np.searchsorted(self.pieces[piece], values[mask],
+                                                             side)
+        return out
+
+    def _piece(self, index: int) -> tuple[int, int]:
+        piece = int(np.searchsorted(self.starts, index, side="right")) - 1
+        return piece, index - int(self.starts[piece])
+
+    def __getitem__(self, key):
+        n = len(self)
+        if isinstance(key, (int, np.integer)):
+            index = int(key) + n if key < 0 else int(key)
+            if not 0 <= index < n:
+                raise IndexError(f"index {key} is out of bounds for length {n}")
+            piece, local = self._piece(index)
+            return self.pieces[piece][local]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step != 1:
+                return np.asarray(self)[key]
+            if stop <= start:
+                return np.zeros(0, self.dtype)
+            first, begin = self._piece(start)
+            last, end = self._piece(stop - 1)
+            if first == last:
+                return np.asarray(self.pieces[first][begin:end + 1], self.dtype)
+            parts = [self.pieces[first][begin:]] + self.pieces[first + 1:last] + \
+                [self.pieces[last][:end + 1]]
+            return np.concatenate(parts).astype(self.dtype, copy=False)
+        index = np.asarray(key)
+        if index.dtype == bool:
+            return np.asarray(self)[index]
+        index = np.where(index < 0, index + n, index)
+        if index.size and (index.min() < 0 or index.max() >= n):
+            raise IndexError(f"index out of bounds for length {n}")
+        out = np.empty(index.shape, self.dtype)
+        which = np.searchsorted(self.starts, index, side="right") - 1
+        for piece in np.unique(which):
+            mask = which == piece
+            out[mask] = self.pieces[piece][index[mask] - self.starts[piece]]
+        return out
+
+
+def searchsorted(array, values, side: str = "left") -> np.ndarray:
+    """``np.searchsorted`` of a numpy array or a :class:`ShardedArray`."""
+    if isinstance(array, ShardedArray):
+        return array.searchsorted(values, side)
+    return np.searchsorted(array, values, side)
+
+
+def chunks(array) -> list[np.ndarray]:
+    """The pieces of a :class:`ShardedArray` (its memory maps), or ``[array]``: for passes
+    over a whole array that need no more than one piece in memory."""
+    return list(array.pieces) if isinstance(array, ShardedArray) else [np.asarray(array)]
