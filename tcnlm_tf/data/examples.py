@@ -25,6 +25,11 @@ EOS_ID = 2   # tcnlm_tf.data.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 PAD_ID = 0
 
 
+def index_dtype(bound: int) -> np.dtype:
+    """int32 for indices below ``bound`` where they fit, else int64."""
+    return np.dtype(np.int32 if bound < 2 ** 31 else np.int64)
+
+
 def _with_zero(counts: np.ndarray) -> np.ndarray:
     """``[0, c0, c0 + c1, ...]``: where each of a run of units begins, then the total."""
     return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
@@ -79,8 +84,10 @@ class SentenceExamples:
 
     def __init__(self, split, seq_len: int):
         self.split, self.seq_len = split, seq_len
-        #: [S+1] int64: the first example of each sentence, then the number of examples
-        self.first = np.zeros(split.num_sentences + 1, np.int64)
+        #: [S+1]: the first example of each sentence, then the number of examples (int32
+        #: where they fit, as the epoch's permutation of them: 4 bytes an example)
+        self.dtype = index_dtype(len(split.lm_ids) + split.num_sentences)
+        self.first = np.zeros(split.num_sentences + 1, self.dtype)
         done = 0
         for piece in _offset_pieces(split.sent_offsets):
             lengths = np.diff(piece)
@@ -92,9 +99,19 @@ class SentenceExamples:
         return int(self.first[-1])
 
     def locate(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each example's sentence and which of its pieces it is."""
+        """Each example's sentence and which of its pieces it is (int64)."""
+        index = np.asarray(index, np.int64)
         sentences = np.searchsorted(self.first, index, "right") - 1
         return sentences, index - self.first[sentences]
+
+    def order(self, shuffle_seed: int | None) -> np.ndarray:
+        """The examples in order, or permuted with ``shuffle_seed`` (the permutation
+        ``np.random.default_rng(shuffle_seed).permutation(len(self))`` is, at
+        :attr:`dtype`)."""
+        order = np.arange(len(self), dtype=self.dtype)
+        if shuffle_seed is not None:
+            np.random.default_rng(shuffle_seed).shuffle(order)
+        return order
 
     def take(self, index: np.ndarray) -> dict[str, np.ndarray]:
         """Examples ``index`` [B]: ``inputs``/``targets`` [B, L] int32, ``context`` [B, 4]

@@ -292,8 +292,7 @@ def _encode_splits(config: DataConfig, directory: Path, target: Path, lm_vocab: 
         for line, document in _documents(path, config, log):
             literals.add(line, document)
             encoded = [encoder.sentence(sentence) for sentence in document]
-            writer.add(line, [np.asarray(words, lm_dtype) for words, _ in encoded],
-                       [np.asarray(topic, topic_dtype) for _, topic in encoded])
+            writer.add(line, [words for words, _ in encoded], [topic for _, topic in encoded])
         for line in literals.notices(path):
             log(line)
         entries[split] = writer.close()

@@ -425,7 +425,7 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
     [D, ...]}) and, with ``with_documents``, each target's ``document``. ``long_sentences``
     carry lays the sentences out in lanes (:func:`sentence_lanes`; the sentences shuffled,
     not their pieces), each batch with its ``reset``; an empty slot is a padding row (no
-    targets, ``context_weight`` 0). Memory: the permutation (8 bytes an example) and the
+    targets, ``context_weight`` 0). Memory: the permutation (4 bytes an example) and the
     examples' index (:class:`SentenceExamples`); each batch reads only its own text."""
     check_protocol(context.protocol)
     carry = long_sentences == LONG_SENTENCES[1]
@@ -433,9 +433,7 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
         layout = sentence_lanes(examples, batch_size, shuffle_seed)
         num_batches = len(layout["index"])
     else:
-        order = np.arange(len(examples))
-        if shuffle_seed is not None:
-            order = np.random.default_rng(shuffle_seed).permutation(len(examples))
+        order = examples.order(shuffle_seed)
         num_batches = -(-len(examples) // batch_size)
     other = (shuffled_documents(split.num_documents, 0) if context.protocol == SHUFFLED
              else None)

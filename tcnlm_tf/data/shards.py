@@ -32,6 +32,7 @@ damaged, truncated or foreign one with a one-line :class:`CorruptShard` naming i
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from pathlib import Path
@@ -74,47 +75,70 @@ def file_digest(path: Path) -> str:
     return sha.hexdigest()
 
 
+class _Buffer:
+    """A growing 1-D array (capacity doubled when full): what a shard collects, at its
+    dtype's size per item rather than a Python object's."""
+
+    def __init__(self, dtype: np.dtype):
+        self.data = np.zeros(1024, dtype)
+        self.size = 0
+
+    def extend(self, values) -> None:
+        values = np.asarray(values, self.data.dtype)
+        end = self.size + len(values)
+        if end > len(self.data):
+            grown = np.zeros(max(end, 2 * len(self.data)), self.data.dtype)
+            grown[:self.size] = self.data[:self.size]
+            self.data = grown
+        self.data[self.size:end] = values
+        self.size = end
+
+    def array(self) -> np.ndarray:
+        return self.data[:self.size]
+
+
 class ShardWriter:
     """Writes one split's documents into shards of about ``shard_words`` words.
 
     :meth:`add` takes one encoded document at a time; a shard is written (and a new one
-    begun) when it reaches ``shard_words`` words, so at most one shard's arrays are held.
-    :meth:`close` writes the last one and returns the split's manifest entry."""
+    begun) when it reaches ``shard_words`` words, so at most one shard's arrays are held
+    (about 2 bytes a word and 16 a sentence). :meth:`close` writes the last one and returns
+    the split's manifest entry."""
 
     def __init__(self, directory: Path, split: str, lm_dtype: np.dtype, topic_dtype: np.dtype,
                  shard_words: int = DEFAULT_SHARD_WORDS):
         if shard_words < 1:
             raise ValueError(f"shard_words must be positive, got {shard_words}")
         self.directory, self.split = Path(directory), split
-        self.dtypes = {"lm_ids": lm_dtype, "topic_ids": topic_dtype}
+        self.dtypes = {"lm_ids": lm_dtype, "topic_ids": topic_dtype,
+                       **{name: np.dtype(np.int64) for name in OFFSET_FIELDS}}
         self.shard_words = shard_words
         self.shards: list[dict] = []
         self.totals = {"documents": 0, "sentences": 0, "words": 0, "topic_words": 0}
         self._begin()
 
     def _begin(self) -> None:
-        self._pieces: dict[str, list[np.ndarray]] = {name: [] for name in ID_FIELDS}
-        self._offsets: dict[str, list[int]] = {name: [] for name in OFFSET_FIELDS}
+        self._buffers = {name: _Buffer(dtype) for name, dtype in self.dtypes.items()}
         self._first = dict(self.totals)
-        self._words = 0
 
-    def add(self, line: int, sentences: Sequence[np.ndarray],
-            topic_sentences: Sequence[np.ndarray]) -> None:
+    def add(self, line: int, sentences: Sequence[Sequence[int]],
+            topic_sentences: Sequence[Sequence[int]]) -> None:
         """One document (source ``line``): each sentence's LM ids and topic-vocabulary ids."""
-        offsets, totals = self._offsets, self.totals
-        offsets["doc_offsets"].append(totals["sentences"])
-        offsets["doc_lines"].append(line)
-        for words, topic in zip(sentences, topic_sentences):
-            offsets["sent_offsets"].append(totals["words"])
-            offsets["topic_offsets"].append(totals["topic_words"])
-            totals["words"] += len(words)
-            totals["topic_words"] += len(topic)
-            self._words += len(words)
+        buffers, totals = self._buffers, self.totals
+        buffers["doc_offsets"].extend([totals["sentences"]])
+        buffers["doc_lines"].extend([line])
+        lengths = np.array([len(words) for words in sentences], np.int64)
+        topic_lengths = np.array([len(topic) for topic in topic_sentences], np.int64)
+        buffers["sent_offsets"].extend(totals["words"] + np.cumsum(lengths) - lengths)
+        buffers["topic_offsets"].extend(totals["topic_words"] + np.cumsum(topic_lengths)
+                                        - topic_lengths)
+        buffers["lm_ids"].extend(list(itertools.chain.from_iterable(sentences)))
+        buffers["topic_ids"].extend(list(itertools.chain.from_iterable(topic_sentences)))
+        totals["words"] += int(lengths.sum())
+        totals["topic_words"] += int(topic_lengths.sum())
         totals["sentences"] += len(sentences)
         totals["documents"] += 1
-        self._pieces["lm_ids"].extend(sentences)
-        self._pieces["topic_ids"].extend(topic_sentences)
-        if self._words >= self.shard_words:
+        if totals["words"] - self._first["words"] >= self.shard_words:
             self._flush()
 
     def _flush(self) -> None:
@@ -123,12 +147,8 @@ class ShardWriter:
         tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
         try:
             with h5py.File(tmp, "w") as h5:
-                for field in ID_FIELDS:
-                    pieces = self._pieces[field]
-                    data = (np.concatenate(pieces) if pieces else np.zeros(0))
-                    h5.create_dataset(field, data=data.astype(self.dtypes[field]))
-                for field in OFFSET_FIELDS:
-                    h5.create_dataset(field, data=np.asarray(self._offsets[field], np.int64))
+                for field in ID_FIELDS + OFFSET_FIELDS:
+                    h5.create_dataset(field, data=self._buffers[field].array())
                 h5.attrs["format"] = SHARD_FORMAT
                 h5.attrs["split"] = self.split
                 h5.attrs["index"] = len(self.shards)
@@ -141,7 +161,7 @@ class ShardWriter:
 
     def close(self) -> dict:
         """Write the last shard; the split's manifest entry (its shards and totals)."""
-        if self._offsets["doc_offsets"] or not self.shards:
+        if self.totals["documents"] > self._first["documents"] or not self.shards:
             self._flush()
         return {"shards": self.shards, **self.totals}
 
