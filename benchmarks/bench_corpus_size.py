@@ -55,9 +55,9 @@ smallest (current code; the goal is at most 1.2), the preparation's seconds per 
 tokens at each size (flat is linear), and tokens/s and peak RSS current/baseline at each
 size where both ran. Every figure is computed in the run; ``--output FILE`` writes them all as JSON.
 
-    python -m benchmarks.bench_corpus_size --work-dir /tmp/scale
-    python -m benchmarks.bench_corpus_size --work-dir /tmp/scale --baseline HEAD
-    python -m benchmarks.bench_corpus_size --work-dir /tmp/scale --sizes 1M,4M --steps 50 \\
+    python -m benchmarks.bench_corpus_size --work-dir scale-work
+    python -m benchmarks.bench_corpus_size --work-dir scale-work --baseline HEAD
+    python -m benchmarks.bench_corpus_size --work-dir scale-work --sizes 1M,4M --steps 50 \\
         --models lstm --hidden-size 64 --train-flags "--mode document" --output scale.json
 """
 from __future__ import annotations
