@@ -252,12 +252,13 @@ class Trainer:
                                       with_documents=with_documents, share=share)
 
     def distribute(self, dataset: Iterable[dict]) -> Iterator:
-        """The global batches of ``dataset``, each split among the replicas (a generator).
-
-        Sharded by data: every worker runs the whole pipeline and keeps its own replicas'
-        slices of each global batch (:func:`replica_slice`), exactly what one process would
-        compute. ``strategy.experimental_distribute_dataset`` would do the same, but each of
-        its iterators (one per epoch and per evaluation) waits, when deleted, for tf.data's
+        """The global batches of ``dataset``, each split among the replicas (a generator):
+        for evaluation and the further tasks' batches, which every worker builds whole,
+        keeping its own replicas' slices of each (:func:`replica_slice`), exactly what one
+        process would compute (the language model's training batches are built per worker:
+        :meth:`distribute_parts`). ``strategy.experimental_distribute_dataset`` would do the
+        same, but each of its iterators (one per epoch and per evaluation) waits, when
+        deleted, for tf.data's
         autotuning thread to wake from its sleep, which grows to a minute: measured 0-20 s
         after the last batch of an epoch on the synthetic corpus (32 units), a third of
         ``make demo``'s wall time, and its input threads cut the training tokens/s by a
@@ -271,7 +272,7 @@ class Trainer:
         replicas' batches each), each replica given its own (a generator)."""
         first = self.share.first
         for parts in dataset:
-            self.targets_read += sum(float(tf.reduce_sum(part["weights"])) for part in parts)
+            self.targets_read += sum(float(part["weights"].numpy().sum()) for part in parts)
             yield self.strategy.experimental_distribute_values_from_function(
                 lambda context, parts=parts: parts[context.replica_id_in_sync_group - first])
 
