@@ -19,7 +19,7 @@ import heapq
 
 import numpy as np
 
-from tcnlm_tf.data.shards import searchsorted
+from tcnlm_tf.data.shards import chunks, searchsorted
 
 EOS_ID = 2   # tcnlm_tf.data.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 PAD_ID = 0
@@ -163,7 +163,6 @@ class SentenceExamples:
 def _offset_pieces(offsets) -> list[np.ndarray]:
     """An offset array [S+1] in overlapping pieces (each piece's last entry begins the
     next), so that ``np.diff`` of each is a run of lengths; at most one shard in memory."""
-    from tcnlm_tf.data.shards import chunks
     pieces = chunks(offsets)
     out, carry = [], None
     for piece in pieces:

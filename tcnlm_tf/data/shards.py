@@ -243,13 +243,11 @@ class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __init__(self, pieces: Iterable[np.ndarray], tail: int | None = None,
                  dtype: np.dtype | None = None):
-        self.pieces = [np.asarray(piece) if not isinstance(piece, np.ndarray) else piece
-                       for piece in pieces]
-        if tail is not None:
-            self.pieces.append(np.asarray([tail], dtype or self.pieces[0].dtype
-                                          if self.pieces else np.int64))
+        self.pieces = [np.asarray(piece) for piece in pieces]
         self.dtype = np.dtype(dtype) if dtype is not None else (
             self.pieces[0].dtype if self.pieces else np.dtype(np.int64))
+        if tail is not None:
+            self.pieces.append(np.asarray([tail], self.dtype))
         self.starts = np.cumsum([0] + [len(piece) for piece in self.pieces])
 
     def __len__(self) -> int:
