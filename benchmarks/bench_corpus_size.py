@@ -21,7 +21,11 @@ and, with ``--baseline REF``, for that commit's code ("baseline") side by side:
    cache directory. "prep s" is the ``load_corpus`` call's wall time measured in the child
    (interpreter start and imports excluded); "prep peak RSS" is the child's peak resident
    set (imports included): ``ru_maxrss`` of the ``rusage`` that ``os.wait4`` returns for
-   that one child. Every measured command runs under a small launcher process
+   that one child; "anon" is the peak of its anonymous resident set (``RssAnon`` of
+   ``/proc/<pid>/status``, sampled every 50 ms by the launcher): the memory the process
+   allocated, without the file-backed pages of its mapped files and libraries, which the
+   kernel can drop and read again (``RssFile``, "file"). Every measured command runs under
+   a small launcher process
    (``python -c``, a few MB) that forks it and reaps it with ``os.wait4``: Linux counts the
    resident set a process had when it forked and exec'd into the child's ``ru_maxrss``,
    which would otherwise hold the benchmark's own memory. (The machine line, which imports
@@ -34,7 +38,9 @@ and, with ``--baseline REF``, for that commit's code ("baseline") side by side:
    corpus, building the model, tracing and running the first step. "tokens/s" is the
    trainer's own per-step ``train/tokens_per_sec`` over steps 2..N, each weighted by the
    wall time since the event before it (so: the tokens of steps 2..N over their wall time,
-   start-up excluded). "train peak RSS" is the child's peak RSS as above. Steps past
+   start-up excluded). "train peak RSS", "anon" and "file" are the child's as above: the
+   prepared corpus is read through memory maps, so the pages of its shards that training
+   has touched count in the file-backed part, up to the shards' size. Steps past
    the end of the first epoch would put a validation inside the timed steps: a note says
    so.
 4. Baseline. ``--baseline REF`` measures the same with the code of commit REF, checked out
@@ -51,9 +57,10 @@ Every step's output is kept in ``<work-dir>/measured/<code>/<corpus>/logs/``, be
 cache and the runs.
 
 MB are 10^6 bytes. The summary gives the peak RSS at the largest size over that at the
-smallest (current code; the goal is at most 1.2), the preparation's seconds per million
-tokens at each size (flat is linear), and tokens/s and peak RSS current/baseline at each
-size where both ran. Every figure is computed in the run; ``--output FILE`` writes them all as JSON.
+smallest (current code; the goal is at most 1.2), the same for the anonymous resident set,
+the preparation's seconds per million tokens at each size (flat is linear), and tokens/s
+and peak RSS current/baseline at each size where both ran. Every figure is computed in the
+run; ``--output FILE`` writes them all as JSON.
 
     python -m benchmarks.bench_corpus_size --work-dir scale-work
     python -m benchmarks.bench_corpus_size --work-dir scale-work --baseline HEAD
@@ -374,11 +381,14 @@ One row per size, code (current: this checkout; baseline: --baseline REF) and mo
   tokens             training tokens of the generated corpus
   text MB, cache MB  the corpus's three files; the prepared cache (10^6 bytes)
   prep s             load_corpus's wall time in a fresh process and cache directory
-  prep peak RSS MB   that process's peak resident set (os.wait4's ru_maxrss)
+  prep peak RSS MB   that process's peak resident set (os.wait4's ru_maxrss); anon MB: the
+                     peak of its anonymous part (RssAnon, sampled every 50 ms)
   start-up s         train.run's spawn to the end of its first step (TensorBoard event)
-  train peak RSS MB  the training process's peak resident set
+  train peak RSS MB  the training process's peak resident set; anon MB and file MB: the
+                     peaks of its anonymous and file-backed parts (mapped shards, libraries)
   tokens/s           the trainer's own train/tokens_per_sec over steps 2..--steps
-then the ratios: peak RSS largest/smallest size, prep s per million tokens, current/baseline.
+then the ratios: peak RSS (and anonymous RSS) largest/smallest size, prep s per million
+tokens, current/baseline.
 The module docstring (benchmarks/bench_corpus_size.py) says how each figure is measured."""
 
 #: train.run flags the benchmark sets itself
@@ -512,13 +522,18 @@ def check_train_flags(args: argparse.Namespace) -> None:
 @dataclasses.dataclass
 class Measured:
     """One child process: its exit status (None: killed at the time limit), wall seconds,
-    peak resident set (MB), spawn time (``time.time()``) and log file."""
+    peak resident set (MB), spawn time (``time.time()``), log file, and the sampled peaks of
+    its resident set's two parts: anonymous memory (what the process allocated) and
+    file-backed pages (its mapped files and libraries: page cache the kernel can drop)."""
 
     status: int | None
     seconds: float
     peak_rss_mb: float
     started: float
     log: Path
+    #: the sampled peaks of the anonymous and the file-backed resident set (MB)
+    peak_anon_mb: float = 0.0
+    peak_file_mb: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -576,8 +591,10 @@ def child_env(root: Path) -> dict[str, str]:
 
 #: the launcher of a measured command: ``python -c LAUNCHER REPORT ARGV...`` forks and execs
 #: ARGV and writes to the file REPORT, as JSON, first the child's pid and start time, then
-#: also its exit status and peak RSS (``ru_maxrss`` of ``os.wait4``, KiB); it exits with the
-#: child's status (128 + N for signal N). A small process of its own, so that Linux's
+#: (every second, and at the end) the peaks of its anonymous and file-backed resident sets
+#: so far (``RssAnon``/``RssFile`` of ``/proc/<pid>/status``, sampled every 50 ms, KiB),
+#: at the end also its exit status and peak RSS (``ru_maxrss`` of ``os.wait4``, KiB); it
+#: exits with the child's status (128 + N for signal N). A small process of its own, so that Linux's
 #: ``ru_maxrss``, which counts the resident set a process had when it forked and exec'd
 #: into its child's, holds a few MB of the launcher rather than the benchmark's own memory.
 LAUNCHER = r"""
@@ -590,12 +607,31 @@ if pid == 0:
         os.execvp(argv[0], argv)
     finally:
         os._exit(127)
+peak = {"anon_kib": 0, "file_kib": 0}
 def write(**fields):
     with open(report + ".tmp", "w") as handle:
-        json.dump({"pid": pid, "started": started, **fields}, handle)
+        json.dump({"pid": pid, "started": started, **peak, **fields}, handle)
     os.replace(report + ".tmp", report)
+def sample():
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                for key, field in (("RssAnon:", "anon_kib"), ("RssFile:", "file_kib")):
+                    if line.startswith(key):
+                        peak[field] = max(peak[field], int(line.split()[1]))
+    except (OSError, ValueError, IndexError):
+        pass
 write()
-_, status, usage = os.wait4(pid, 0)
+ticks = 0
+while True:
+    done, status, usage = os.wait4(pid, os.WNOHANG)
+    if done:
+        break
+    sample()
+    ticks += 1
+    if ticks % 20 == 0:
+        write()
+    time.sleep(0.05)
 code = os.waitstatus_to_exitcode(status)
 write(status=code, maxrss_kib=usage.ru_maxrss)
 sys.exit(code if code >= 0 else 128 - code)
@@ -637,8 +673,11 @@ def run_measured(argv: list[str], root: Path, log: Path, timeout: int) -> Measur
                 pid = read_report(report).get("pid")
                 so_far = high_water_mb(pid) if pid else 0.0
                 kill_session(launcher)
+                done = read_report(report)
                 return Measured(None, time.perf_counter() - start, so_far,
-                                read_report(report).get("started", started), log)
+                                done.get("started", started), log,
+                                done.get("anon_kib", 0) * 1024 / MB,
+                                done.get("file_kib", 0) * 1024 / MB)
             time.sleep(0.1)
     except BaseException:               # Ctrl-C: its own session does not get the signal
         kill_session(launcher)
@@ -648,7 +687,7 @@ def run_measured(argv: list[str], root: Path, log: Path, timeout: int) -> Measur
     if "status" not in done:              # the launcher itself failed
         return Measured(launcher.returncode or 1, seconds, 0.0, started, log)
     return Measured(done["status"], seconds, done["maxrss_kib"] * 1024 / MB, done["started"],
-                    log)
+                    log, done["anon_kib"] * 1024 / MB, done["file_kib"] * 1024 / MB)
 
 
 # --------------------------------------------------------------------------- preparation
@@ -709,7 +748,9 @@ def measure_preparation(root: Path, flags: list[str], cache: Path, log: Path,
     measured = run_measured([sys.executable, "-c", PREPARE, *flags], root, log, timeout)
     report = child_report(log, "PREPARED") if measured.ok else None
     result = {"prep_status": measured.problem(timeout) or "ok",
-              "prep_peak_rss_mb": measured.peak_rss_mb, "prep_process_s": measured.seconds,
+              "prep_peak_rss_mb": measured.peak_rss_mb,
+              "prep_peak_anon_mb": measured.peak_anon_mb,
+              "prep_peak_file_mb": measured.peak_file_mb, "prep_process_s": measured.seconds,
               "prep_s": None, "cache_mb": None, "prep_log": str(log)}
     if measured.ok and report is None:
         result["prep_status"] = f"no PREPARED line in {log}"
@@ -809,7 +850,9 @@ def measure_training(root: Path, flags: list[str], runs: Path, model: str, log: 
         notes.append(f"{steps} steps pass the first epoch's {batches.group(1)} batches: "
                      "tokens/s includes a validation")
     return {"train_status": measured.problem(timeout) or "ok",
-            "train_peak_rss_mb": measured.peak_rss_mb, "train_process_s": measured.seconds,
+            "train_peak_rss_mb": measured.peak_rss_mb,
+            "train_peak_anon_mb": measured.peak_anon_mb,
+            "train_peak_file_mb": measured.peak_file_mb, "train_process_s": measured.seconds,
             "startup_s": startup, "tokens_per_sec": rate if measured.ok else None,
             "steps_logged": len(events),
             "epoch_batches": int(batches.group(1)) if batches else None,
@@ -922,7 +965,8 @@ def cell(row: dict[str, Any], key: str, status: str, digits: int = 1) -> str:
 
 
 COLUMNS = ("size", "code", "model", "tokens", "text MB", "cache MB", "prep s",
-           "prep peak RSS MB", "start-up s", "train peak RSS MB", "tokens/s")
+           "prep peak RSS MB", "anon MB", "start-up s", "train peak RSS MB", "anon MB",
+           "file MB", "tokens/s")
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -932,9 +976,11 @@ def table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         out.append((r["size_label"], r["code"], r["model"], f"{r['tokens']:,}",
                     fmt(r["text_mb"], 1), cell(r, "cache_mb", "prep_status"),
                     cell(r, "prep_s", "prep_status", 2),
-                    fmt(r["prep_peak_rss_mb"], 0),
+                    fmt(r["prep_peak_rss_mb"], 0), fmt(r.get("prep_peak_anon_mb"), 0),
                     cell(r, "startup_s", "train_status", 1) if trained else "-",
                     fmt(r.get("train_peak_rss_mb"), 0) if trained else "-",
+                    fmt(r.get("train_peak_anon_mb"), 0) if trained else "-",
+                    fmt(r.get("train_peak_file_mb"), 0) if trained else "-",
                     cell(r, "tokens_per_sec", "train_status", 0) if trained else "-"))
     return out
 
@@ -961,21 +1007,26 @@ def summary(rows: list[dict[str, Any]], models: list[str]) -> dict[str, Any]:
                      == (size, code, model)), None)
 
     current_sizes = sorted({r["size"] for r in rows if r["code"] == "current"})
-    result: dict[str, Any] = {"peak_rss_ratio": {}, "prep_s_per_million_tokens": {},
+    result: dict[str, Any] = {"peak_rss_ratio": {}, "peak_anon_ratio": {},
+                              "prep_s_per_million_tokens": {},
                               "tokens_per_sec_current_over_baseline": {},
                               "peak_rss_current_over_baseline": {}}
     if len(current_sizes) > 1:
         small, large = current_sizes[0], current_sizes[-1]
-        ratios = {"sizes": [size_label(small), size_label(large)]}
-        low, high = find(small, "current", models[0]), find(large, "current", models[0])
-        if low and high and low["prep_status"] == high["prep_status"] == "ok":
-            ratios["preparation"] = high["prep_peak_rss_mb"] / low["prep_peak_rss_mb"]
-        for model in models:
-            low, high = find(small, "current", model), find(large, "current", model)
-            if low and high and low.get("train_status") == high.get("train_status") == "ok":
-                ratios[f"training {model}"] = (high["train_peak_rss_mb"]
-                                               / low["train_peak_rss_mb"])
-        result["peak_rss_ratio"] = ratios
+        for memory in ("rss", "anon"):
+            ratios = {"sizes": [size_label(small), size_label(large)]}
+            low, high = find(small, "current", models[0]), find(large, "current", models[0])
+            if low and high and low["prep_status"] == high["prep_status"] == "ok" \
+                    and low[f"prep_peak_{memory}_mb"]:
+                ratios["preparation"] = (high[f"prep_peak_{memory}_mb"]
+                                         / low[f"prep_peak_{memory}_mb"])
+            for model in models:
+                low, high = find(small, "current", model), find(large, "current", model)
+                if low and high and low.get("train_status") == high.get("train_status") \
+                        == "ok" and low[f"train_peak_{memory}_mb"]:
+                    ratios[f"training {model}"] = (high[f"train_peak_{memory}_mb"]
+                                                   / low[f"train_peak_{memory}_mb"])
+            result[f"peak_{memory}_ratio"] = ratios
     for code in CODES:
         per = {r["size_label"]: r["prep_s"] / (r["size"] / 1e6) for r in rows
                if r["code"] == code and r["prep_s"] is not None}
@@ -1002,13 +1053,15 @@ def summary(rows: list[dict[str, Any]], models: list[str]) -> dict[str, Any]:
 
 def print_summary(result: dict[str, Any]) -> None:
     print("summary:")
-    ratios = dict(result["peak_rss_ratio"])
-    sizes = ratios.pop("sizes", None)
-    if sizes and ratios:
-        print(f"  peak RSS at {sizes[1]} / at {sizes[0]}, current code (goal: at most 1.20x): "
-              + ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items()))
-    elif not sizes:
-        print("  peak RSS ratio: needs at least two sizes")
+    for memory, what in (("rss", "peak RSS"), ("anon", "peak anonymous RSS")):
+        ratios = dict(result.get(f"peak_{memory}_ratio", {}))
+        sizes = ratios.pop("sizes", None)
+        if sizes and ratios:
+            print(f"  {what} at {sizes[1]} / at {sizes[0]}, current code (goal: at most "
+                  "1.20x): " + ", ".join(f"{name} {value:.2f}x"
+                                         for name, value in ratios.items()))
+        elif not sizes:
+            print(f"  {what} ratio: needs at least two sizes")
     for code, per in result["prep_s_per_million_tokens"].items():
         print(f"  preparation seconds per million tokens, {code} (flat = linear): "
               + ", ".join(f"{label} {value:.2f}" for label, value in per.items()))

@@ -128,8 +128,9 @@ def test_measured_peak_rss_is_the_child_own(tmp_path):
     one child allocates 150 MB and another nothing."""
     held = np.ones(300 * 10**6 // 8)
     assert held.sum() > 0
-    big = bench.run_measured([sys.executable, "-c", "import numpy as np; "
-                              "a = np.ones(150 * 10**6 // 8); print(a.sum())"],
+    big = bench.run_measured([sys.executable, "-c", "import numpy as np, time; "
+                              "a = np.ones(150 * 10**6 // 8); print(a.sum()); "
+                              "time.sleep(0.5)"],
                              REPO_ROOT, tmp_path / "big.log", 0)
     small = bench.run_measured([sys.executable, "-c", "pass"], REPO_ROOT,
                                tmp_path / "small.log", 0)
@@ -137,6 +138,24 @@ def test_measured_peak_rss_is_the_child_own(tmp_path):
     assert big.peak_rss_mb >= 150 and big.peak_rss_mb < 300
     assert 0 < small.peak_rss_mb < 100
     assert big.seconds > 0 and big.started > 0
+    # the anonymous part (sampled every 50 ms: the child holds its array for 0.5 s) holds
+    # the array, the file-backed part does not
+    assert 150 <= big.peak_anon_mb <= big.peak_rss_mb and big.peak_file_mb < 100
+
+
+def test_mapped_file_pages_are_counted_apart(tmp_path):
+    """A child that reads a 200 MB file through a memory map has it in its file-backed
+    resident set, not in its anonymous one (the sampled peaks)."""
+    mapped = tmp_path / "mapped.bin"
+    with open(mapped, "wb") as handle:
+        handle.truncate(200 * 10**6)
+    child = bench.run_measured([sys.executable, "-c", "import numpy as np, sys, time; "
+                                "m = np.memmap(sys.argv[1], np.uint8, 'r'); "
+                                "print(int(m[::4096].sum())); time.sleep(0.5)", str(mapped)],
+                               REPO_ROOT, tmp_path / "mapped.log", 0)
+    assert child.ok
+    assert child.peak_file_mb >= 190
+    assert 0 < child.peak_anon_mb < 100
 
 
 def test_measured_failure_and_time_limit(tmp_path):
@@ -220,7 +239,8 @@ def test_benchmark_end_to_end_with_a_baseline(tmp_path):
     for row in rows:
         assert (row["prep_status"], row["train_status"], row["train_notes"]) == ("ok", "ok", [])
         for key in ("tokens", "text_mb", "cache_mb", "prep_s", "prep_peak_rss_mb",
-                    "startup_s", "train_peak_rss_mb", "tokens_per_sec"):
+                    "prep_peak_anon_mb", "startup_s", "train_peak_rss_mb",
+                    "train_peak_anon_mb", "train_peak_file_mb", "tokens_per_sec"):
             positive(row, key)
         assert row["tokens"] == row["prepared_tokens"] == row["size"]
         assert row["steps_logged"] == 3
@@ -230,6 +250,7 @@ def test_benchmark_end_to_end_with_a_baseline(tmp_path):
     assert (work / f"baseline-{head[:12]}" / "train" / "run.py").is_file()
     summary = report["summary"]
     assert set(summary["peak_rss_ratio"]) == {"sizes", "preparation", "training lstm"}
+    assert set(summary["peak_anon_ratio"]) == {"sizes", "preparation", "training lstm"}
     assert set(summary["prep_s_per_million_tokens"]["current"]) == {"20K", "40K"}
     assert set(summary["tokens_per_sec_current_over_baseline"]) == {"20K"}
     # the printed table: one line per row, the figures of the JSON
@@ -241,6 +262,7 @@ def test_benchmark_end_to_end_with_a_baseline(tmp_path):
         ("20K", "current", "lstm"), ("20K", "baseline", "lstm"), ("40K", "current", "lstm")]
     assert [c[-1].strip() for c in table] == [f"{r['tokens_per_sec']:,.0f}" for r in rows]
     assert "peak RSS at 40K / at 20K, current code" in done.stdout
+    assert "peak anonymous RSS at 40K / at 20K, current code" in done.stdout
     # each generated corpus has the asked training tokens, and its prepared cache reads
     # back with them (opened, not prepared again)
     for size in (20_000, 40_000):

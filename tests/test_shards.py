@@ -16,6 +16,7 @@ from tcnlm_tf.config import DataConfig
 from tcnlm_tf.data import shards
 from tcnlm_tf.data.corpus import write_corpus_file
 from tcnlm_tf.data.loading import load_corpus, open_prepared
+from tcnlm_tf.metrics.baselines import target_counts
 from tests.conftest import REPO_ROOT
 
 
@@ -61,6 +62,9 @@ def test_shards_hold_whole_documents_of_the_words_asked_for(prepared):
         assert len(sizes) > 2 and all(size >= 30 for size in sizes[:-1])
         assert sum(shard["documents"] for shard in entry["shards"]) == 40 == entry["documents"]
         assert corpus.splits[split].lm_ids.dtype == np.uint16
+        # the stored counts are those of the ids
+        ids = np.asarray(corpus.splits[split].lm_ids)
+        np.testing.assert_array_equal(corpus.splits[split].lm_counts, np.bincount(ids))
     assert shards.id_dtype(1 << 16) == np.uint16 and shards.id_dtype((1 << 16) + 1) == np.int32
 
 
@@ -92,6 +96,52 @@ def test_a_damaged_shard_is_named_in_one_line_and_prepared_again(prepared, damag
                         log=logs.append, shard_words=30)
     assert any(str(shard) in line for line in logs) and any("preparing" in line for line in logs)
     assert_same(arrays(again), before)
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "missing", "other counts"])
+def test_damaged_counts_are_named_in_one_line_and_prepared_again(prepared, damage):
+    tmp_path, corpus, _ = prepared
+    before = arrays(corpus)
+    path = corpus.cache_path / "valid-counts.npy"
+    if damage == "flipped byte":
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "missing":
+        path.unlink()
+    else:                     # readable and of the right checksum, but not the split's
+        manifest_path = corpus.cache_path / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        np.save(path, np.asarray(before["valid"]["lm_counts"]) + 1)
+        manifest["splits"]["valid"]["lm_counts"]["sha256"] = shards.file_digest(path)
+        manifest_path.write_text(json.dumps(manifest))
+    key = json.loads((corpus.cache_path / "manifest.json").read_text())["key"]
+    with pytest.raises(shards.CorruptShard) as error:
+        open_prepared(corpus.cache_path, "mine", corpus.source_dir, key)
+    message = str(error.value)
+    assert str(path) in message and "\n" not in message and "prepare the corpus" in message
+    again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache",
+                        log=lambda line: None, shard_words=30)
+    assert_same(arrays(again), before)
+
+
+def test_a_preparation_without_stored_counts_counts_the_ids(prepared):
+    """A manifest without counts files (as the first shard layout wrote them) opens, and
+    the target counts come from the ids: the same as the stored ones."""
+    _, corpus, _ = prepared
+    path = corpus.cache_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for entry in manifest["splits"].values():
+        del entry["lm_counts"]
+    path.write_text(json.dumps(manifest))
+    bare = open_prepared(corpus.cache_path, "mine", corpus.source_dir, manifest["key"])
+    vocab = len(corpus.lm_vocab)
+    for split in ("train", "test"):
+        assert bare.splits[split].lm_counts is None
+        np.testing.assert_array_equal(target_counts(bare.splits[split], vocab),
+                                      target_counts(corpus.splits[split], vocab))
+    assert target_counts(corpus.splits["train"], vocab).sum() == (
+        len(corpus.splits["train"].lm_ids) + corpus.splits["train"].num_sentences)
 
 
 def test_a_manifest_of_another_format_is_named(prepared):

@@ -60,7 +60,10 @@ class SplitArrays:
       ``topic_ids`` [...] topic-vocabulary ids of each sentence's words that are in it;
       ``topic_offsets`` [S+1]: the same for ``topic_ids``;
       ``doc_offsets`` [D+1]: document j is sentences ``doc_offsets[j]:doc_offsets[j+1]``;
-      ``doc_lines`` [D]: the source file's line number (from 1) of each document.
+      ``doc_lines`` [D]: the source file's line number (from 1) of each document;
+      ``lm_counts`` [V'] int64 or None: how often each LM id occurs in ``lm_ids`` (V' at
+      most the vocabulary, ids past it never occur), stored by the preparation so that no
+      pass over ``lm_ids`` is needed for it; None: count them from ``lm_ids``.
     """
 
     lm_ids: np.ndarray
@@ -69,6 +72,7 @@ class SplitArrays:
     topic_offsets: np.ndarray
     doc_offsets: np.ndarray
     doc_lines: np.ndarray
+    lm_counts: np.ndarray | None = None
 
     @property
     def num_documents(self) -> int:
@@ -360,10 +364,11 @@ def open_prepared(directory: Path, name: str, source: Path, key: str,
                   for field in shards.ID_FIELDS + shards.OFFSET_FIELDS}
         tails = {"sent_offsets": entry["words"], "topic_offsets": entry["topic_words"],
                  "doc_offsets": entry["sentences"]}
-        splits[split] = SplitArrays(**{
-            field: shards.ShardedArray(pieces[field], tails.get(field),
-                                       np.int64 if field in shards.OFFSET_FIELDS else None)
-            for field in pieces})
+        splits[split] = SplitArrays(
+            **{field: shards.ShardedArray(pieces[field], tails.get(field),
+                                          np.int64 if field in shards.OFFSET_FIELDS else None)
+               for field in pieces},
+            lm_counts=shards.open_counts(directory, entry, split, verify))
     return Corpus(name, Vocabulary.load(directory / "lm_vocab.txt", unk=UNK),
                   Vocabulary.load(directory / "topic_vocab.txt"), splits, source, directory)
 

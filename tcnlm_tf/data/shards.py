@@ -7,6 +7,8 @@ Layout of one prepared corpus (a directory, ``<cache_dir>/prepared/<dataset>-<ke
     lm_vocab.txt         the LM vocabulary, one word per line (id = line number from 0)
     topic_vocab.txt      the topic-model vocabulary
     train-00000.h5 ...   the shards of each split, in order
+    train-counts.npy ... each split's LM id counts ([V] int64: how often each id is a
+                         word of the split), so that start-up needs no pass over the text
 
 A shard is an HDF5 file of contiguous, uncompressed datasets (so that each can be
 memory-mapped: :func:`open_shard`) holding whole documents. Every offset is **global**
@@ -45,8 +47,9 @@ from tcnlm_tf.errors import UserError
 
 #: the shard layout's version (the manifest's ``format``)
 SHARD_FORMAT = 1
-#: a new shard is begun once the current one holds at least this many words
-DEFAULT_SHARD_WORDS = 1 << 24
+#: a new shard is begun once the current one holds at least this many words (about 10 MB of
+#: arrays held while writing, 2 bytes a word and 16 a sentence, and a file of that size)
+DEFAULT_SHARD_WORDS = 1 << 22
 #: the arrays of a shard, in order, and the dtype of each (ids: :func:`id_dtype`)
 ID_FIELDS = ("lm_ids", "topic_ids")
 OFFSET_FIELDS = ("sent_offsets", "topic_offsets", "doc_offsets", "doc_lines")
@@ -115,6 +118,8 @@ class ShardWriter:
         self.shard_words = shard_words
         self.shards: list[dict] = []
         self.totals = {"documents": 0, "sentences": 0, "words": 0, "topic_words": 0}
+        #: [V] how often each LM id has been written (as long as the largest id + 1)
+        self.lm_counts = np.zeros(0, np.int64)
         self._begin()
 
     def _begin(self) -> None:
@@ -155,15 +160,62 @@ class ShardWriter:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+        self.lm_counts = add_counts(self.lm_counts,
+                                    np.bincount(self._buffers["lm_ids"].array()))
         counts = {key: self.totals[key] - self._first[key] for key in self.totals}
         self.shards.append({"file": name, **counts, "sha256": file_digest(path)})
         self._begin()
 
     def close(self) -> dict:
-        """Write the last shard; the split's manifest entry (its shards and totals)."""
+        """Write the last shard and the split's LM id counts; the split's manifest entry
+        (its shards, counts file and totals)."""
         if self.totals["documents"] > self._first["documents"] or not self.shards:
             self._flush()
-        return {"shards": self.shards, **self.totals}
+        name = f"{self.split}-counts.npy"
+        path = self.directory / name
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as handle:
+                np.save(handle, self.lm_counts)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return {"shards": self.shards, "lm_counts": {"file": name, "sha256": file_digest(path)},
+                **self.totals}
+
+
+def add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``total + more`` for two count vectors of any lengths (the longer one's)."""
+    if len(more) > len(total):
+        total, more = more, total
+    total = total.astype(np.int64, copy=True)
+    total[:len(more)] += more
+    return total
+
+
+def open_counts(directory: Path, entry: dict, split: str, verify: bool = True
+                ) -> np.ndarray | None:
+    """A split's LM id counts ([V'] int64, V' at most the vocabulary), checked against its
+    manifest ``entry``; None for a preparation that stored none (one made by an earlier
+    version of this format), whose counts are then counted from the ids."""
+    counts = entry.get("lm_counts")
+    if counts is None:
+        return None
+    path = Path(directory) / counts["file"]
+    redo = f"delete {path.parent} to prepare the corpus again"
+    if not path.is_file():
+        raise CorruptShard(f"{split} counts {path} are missing; {redo}")
+    if verify and file_digest(path) != counts.get("sha256"):
+        raise CorruptShard(f"{split} counts {path} do not match their checksum (damaged, "
+                           f"truncated or from another preparation); {redo}")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise CorruptShard(f"{split} counts {path} are unreadable ({err}); {redo}") from None
+    if array.ndim != 1 or array.dtype != np.int64 or int(array.sum()) != entry["words"]:
+        raise CorruptShard(f"{split} counts {path} do not add up to the split's "
+                           f"{entry['words']} words; {redo}")
+    return array
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:

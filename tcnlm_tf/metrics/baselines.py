@@ -16,10 +16,14 @@ from tcnlm_tf.metrics.perplexity import perplexity
 
 def target_counts(split: SplitArrays, vocab_size: int, line_end: str = "eos") -> np.ndarray:
     """How often each id is a target: every word, plus one ``<eos>`` per sentence (none with
-    ``line_end`` ``none``, stream mode only)."""
+    ``line_end`` ``none``, stream mode only). A prepared split's stored counts, else counted
+    a shard at a time."""
     counts = np.zeros(vocab_size, np.float64)
-    for piece in chunks(split.lm_ids):                  # a shard at a time
-        counts += np.bincount(piece, minlength=vocab_size)
+    if split.lm_counts is not None:
+        counts[:len(split.lm_counts)] += split.lm_counts
+    else:
+        for piece in chunks(split.lm_ids):
+            counts += np.bincount(piece, minlength=vocab_size)
     if line_end == "eos":
         counts[EOS_ID] += split.num_sentences
     return counts
