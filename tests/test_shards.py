@@ -195,3 +195,28 @@ def test_a_preparation_killed_with_sigkill_leaves_nothing_complete(tmp_path):
     fresh = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "fresh",
                         log=lambda line: None, shard_words=20)
     assert_same(arrays(corpus), arrays(fresh))
+
+
+def resident_file_mb() -> float:
+    """This process's file-backed resident set (``RssFile``), MB."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+def test_release_unmaps_the_pages_read_and_keeps_the_values(tmp_path):
+    """Reading every page of a 100 MB memory map puts it in the resident set (file-backed);
+    release takes it out again, and the next read gives the same values."""
+    path = tmp_path / "ids.bin"
+    values = np.arange(25 * 10**6, dtype=np.int32)
+    values.tofile(path)
+    mapped = np.memmap(path, np.int32, "r")
+    array = shards.ShardedArray([mapped[:10**7], mapped[10**7:]])
+    every_page = np.arange(0, len(values), 1024)
+    assert int(array[every_page].sum()) == int(values[every_page].sum())
+    read = resident_file_mb()
+    array.release()
+    assert read - resident_file_mb() >= 80
+    np.testing.assert_array_equal(array[every_page], values[every_page])

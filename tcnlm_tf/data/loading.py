@@ -82,6 +82,13 @@ class SplitArrays:
     def num_sentences(self) -> int:
         return len(self.sent_offsets) - 1
 
+    def release(self) -> None:
+        """Drop the memory maps' pages that reads have mapped (see
+        :meth:`~tcnlm_tf.data.shards.ShardedArray.release`; nothing for arrays in memory)."""
+        for value in vars(self).values():
+            if isinstance(value, shards.ShardedArray):
+                value.release()
+
     def num_predicted_tokens(self, line_end: str = "eos") -> int:
         """Words plus one ``<eos>`` per sentence (with ``line_end`` ``none``, stream mode
         only, just the words): what perplexity divides by."""

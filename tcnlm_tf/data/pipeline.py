@@ -319,13 +319,16 @@ class Share:
 def numpy_batches(num_batches: int, select: Callable[[int], dict[str, np.ndarray]],
                   build: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
                   signature: Mapping[str, tuple[tf.DType, list]],
-                  share: Share | None = None) -> tf.data.Dataset:
+                  share: Share | None = None,
+                  release: Callable[[], None] | None = None) -> tf.data.Dataset:
     """``num_batches`` batches made in numpy from the split's arrays (which may be memory
     maps: nothing of the split becomes a tensor): ``select(k)`` says what global batch k
     holds ({name: [n, ...]}, a row each), ``build`` makes a batch from (some of) its rows,
     reading only their text; ``signature``: the dtype and shape of each field ``build``
     returns. With a ``share``, each element is a tuple of its replicas' batches, each built
-    from only that replica's rows."""
+    from only that replica's rows. ``release`` (the split's
+    :meth:`~tcnlm_tf.data.loading.SplitArrays.release`) is called after each batch, so
+    that the pages of the memory maps it read leave the resident set again."""
     names = list(signature)
     dtypes = [signature[name][0] for name in names]
     parts = 1 if share is None else share.local
@@ -338,6 +341,8 @@ def numpy_batches(num_batches: int, select: Callable[[int], dict[str, np.ndarray
             batch = build({name: value[rows] for name, value in selection.items()})
             out += [np.asarray(batch[name], dtype.as_numpy_dtype)
                     for name, dtype in zip(names, dtypes)]
+        if release is not None:
+            release()
         return tuple(out)
 
     def read(k):
@@ -383,7 +388,8 @@ def document_batches(split: SplitArrays, spec: ContextSpec, num_batches: int,
         return batch
 
     signature = {**LOCAL_SOURCE, "documents": (tf.int64, [None]), **extra}
-    return each_part(numpy_batches(num_batches, select, build, signature), finish,
+    return each_part(numpy_batches(num_batches, select, build, signature,
+                                   release=split.release), finish,
                      None).prefetch(2)
 
 
@@ -409,7 +415,8 @@ def _lane_dataset(layout: DocumentLanes | StreamLanes, with_documents: bool,
         return layout.batch(int(selection["batch"][0]) if len(selection["batch"]) else 0,
                             selection["lane"])
 
-    dataset = numpy_batches(layout.num_batches, select, build, signature, share)
+    dataset = numpy_batches(layout.num_batches, select, build, signature, share,
+                            layout.split.release)
     return each_part(dataset, _with_weights, share).prefetch(tf.data.AUTOTUNE)
 
 
@@ -479,7 +486,7 @@ def sentence_dataset(split: SplitArrays, examples: SentenceExamples, batch_size:
                  **LOCAL_SOURCE}
     if carry:
         signature["reset"] = (tf.float32, [batch_size])
-    dataset = numpy_batches(num_batches, select, build, signature, share)
+    dataset = numpy_batches(num_batches, select, build, signature, share, split.release)
     return each_part(dataset, finish, share).prefetch(tf.data.AUTOTUNE)
 
 
