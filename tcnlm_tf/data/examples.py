@@ -94,6 +94,7 @@ class SentenceExamples:
             chunks = -(-(lengths + 1) // seq_len)
             self.first[done + 1:done + 1 + len(chunks)] = np.cumsum(chunks) + self.first[done]
             done += len(chunks)
+        split.release()                   # the offsets' pages this pass mapped (8 B a sentence)
 
     def __len__(self) -> int:
         return int(self.first[-1])
