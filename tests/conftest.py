@@ -86,26 +86,12 @@ EXPORT_FILES = {"test_export.py", "test_sdlm.py", "test_serving_client.py", "tes
                 "test_serving_grpc.py"}
 
 
-#: the other test files that take longest (a minute or more of one process on 2 cores),
-#: longest first
-LONGEST_FILES = ["test_compare.py", "test_evaluate.py", "test_legacy_runs.py",
-                 "test_backends.py", "test_training.py", "test_benchmark.py",
-                 "test_precision.py", "test_determinism.py", "test_run_lock.py",
-                 "test_kill_and_fuzz.py"]
-
-
 def pytest_collection_modifyitems(session, config, items):
-    """The :data:`EXPORT_FILES` first, then the :data:`LONGEST_FILES`, then the rest in
-    their order: under ``make test`` (one process per file, ``--dist loadfile``, each
-    process given the next file when it is done) every process begins by building the
-    shared exports, each with another model (:func:`exports`), instead of one process
-    building them all while the others wait for them; and the long files start early, so
-    that short ones, not a long one begun last, end the run."""
-    def rank(item):
-        name = Path(item.path).name
-        return (name not in EXPORT_FILES,
-                LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES))
-    items.sort(key=rank)
+    """The :data:`EXPORT_FILES` first, the rest in their order: under ``make test`` (one
+    process per file, ``--dist loadfile``) every process then begins by building the shared
+    exports, each with another model (:func:`exports`), instead of one process building
+    them all while the others wait for them or have finished."""
+    items.sort(key=lambda item: Path(item.path).name not in EXPORT_FILES)
 
 
 #: the registered models that have topics
