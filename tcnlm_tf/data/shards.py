@@ -7,8 +7,9 @@ Layout of one prepared corpus (a directory, ``<cache_dir>/prepared/<dataset>-<ke
     lm_vocab.txt         the LM vocabulary, one word per line (id = line number from 0)
     topic_vocab.txt      the topic-model vocabulary
     train-00000.h5 ...   the shards of each split, in order
-    train-counts.npy ... each split's LM id counts ([V] int64: how often each id is a
-                         word of the split), so that start-up needs no pass over the text
+    train-counts.npy ... each split's LM id counts ([largest id + 1] int64: how often
+                         each id is a word of the split), so that start-up needs no pass
+                         over the text
 
 A shard is an HDF5 file of contiguous, uncompressed datasets (so that each can be
 memory-mapped: :func:`open_shard`) holding whole documents. Every offset is **global**
