@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.runs.checkpoints import checkpoint_paths, restore_newest_readable
+from tcnlm_tf.runs.directory import RunDirectory
 from tcnlm_tf.runs.loading import load_run
 from tests.conftest import TINY, TINY_EPOCH, run_flags
 from train.run import main
@@ -85,6 +86,37 @@ def test_resume_passes_over_a_damaged_newest_checkpoint(damaged_run, capsys):
     out = capsys.readouterr().out
     assert "skipped unreadable checkpoint(s) ckpt-4" in out and "restored ckpt-2" in out
     assert "resumed from" in out and "step 2" in out
+    assert metrics["steps"] == 5
+
+
+@pytest.mark.parametrize("how", ["truncated", "not an npz"])
+def test_resume_passes_over_a_checkpoint_whose_resume_state_is_damaged(damaged_run, capsys,
+                                                                      how):
+    """A damaged resume-state-4.npz: --resume restores ckpt-2 (whose state is whole), with
+    the notice naming the file, instead of a traceback on every --resume."""
+    workdir, flags = damaged_run
+    state = workdir / "runs" / "run" / "checkpoints" / "resume-state-4.npz"
+    raw = state.read_bytes()
+    state.write_bytes(raw[:len(raw) // 2] if how == "truncated"
+                      else np.random.default_rng(0).bytes(len(raw)))
+    metrics = main(flags + ["--max-steps", "5", "--resume"])
+    out = capsys.readouterr().out
+    assert "skipped unreadable checkpoint(s) ckpt-4" in out and "resume-state-4.npz" in out
+    assert "restored ckpt-2" in out and "resumed from" in out and "step 2" in out
+    assert "no resume-state" not in out                # ckpt-2's own state was read
+    assert metrics["steps"] == 5
+
+
+def test_resume_without_the_checkpoint_state_file(damaged_run, capsys):
+    """The state file checkpoints/checkpoint deleted: the run still counts as one with
+    checkpoints (a new run with its name goes to another directory), and --resume finds
+    the newest checkpoint by its number and goes on from step 4."""
+    workdir, flags = damaged_run
+    (workdir / "runs" / "run" / "checkpoints" / "checkpoint").unlink()
+    assert RunDirectory(workdir / "runs" / "run").has_checkpoint()
+    metrics = main(flags + ["--max-steps", "5", "--resume"])
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "step 4" in out
     assert metrics["steps"] == 5
 
 

@@ -52,6 +52,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -496,12 +497,15 @@ class Trainer:
         """Restore the latest checkpoint; False when the run has none. ``learning_rate``
         replaces the restored (possibly decayed) learning rate, e.g. after a non-finite
         loss."""
-        # the chief's checkpoints, on every worker
-        latest = restore_newest_readable(self.checkpoint, self.run_files.checkpoints,
-                                         self.log)
+        # the chief's checkpoints, on every worker; a checkpoint whose resume state is
+        # damaged is passed over for the next older one, as a damaged checkpoint is
+        saved: dict[str, dict[str, np.ndarray]] = {}
+        latest = restore_newest_readable(
+            self.checkpoint, self.run_files.checkpoints, self.log,
+            check=lambda: saved.update(arrays=self._read_resume_state()))
         if latest is None:
             return False
-        self._resumed = self._restore_resume_state()
+        self._resumed = self._restore_resume_state(saved["arrays"])
         if learning_rate is not None:
             self.learning_rate.assign(learning_rate)
             self.log(f"learning rate set to {learning_rate:g} (--learning-rate)")
@@ -698,18 +702,31 @@ class Trainer:
                 if path.stem.rsplit("-", 1)[-1] not in kept:
                     path.unlink()
 
-    def _restore_resume_state(self) -> dict[str, np.ndarray]:
-        """Load the seed states saved with the checkpoint just restored; returns the saved
-        arrays (the lanes' state among them), or {} with a notice when there are none (a
-        multi-worker run, or a checkpoint of an earlier version)."""
+    def _read_resume_state(self) -> dict[str, np.ndarray] | None:
+        """The arrays of ``resume-state-<step>.npz`` beside the checkpoint just restored,
+        or None when there is none; a ``ValueError`` naming the file when it is damaged
+        (truncated, not an npz, an unreadable array)."""
         path = self.run_files.resume_state(self.step)
         if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                return {name: saved[name] for name in saved.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path.name} is damaged ({err})") from None
+
+    def _restore_resume_state(self, arrays: dict[str, np.ndarray] | None
+                              ) -> dict[str, np.ndarray]:
+        """Set the seed states from the ``arrays`` saved with the checkpoint just restored
+        (:meth:`_read_resume_state`); returns them (the lanes' state among them), or {}
+        with a notice when there are none (a multi-worker run, or a checkpoint of an
+        earlier version)."""
+        path = self.run_files.resume_state(self.step)
+        if arrays is None:
             self.log(f"note: no {path.name} beside the checkpoint: dropout masks (and, in "
                      "document and stream mode, the lanes' state) restart, so the run will "
                      "not end at exactly the weights of an uninterrupted one")
             return {}
-        with np.load(path) as saved:
-            arrays = {name: saved[name] for name in saved.files}
         seeds = sorted(name for name in arrays if name.startswith("seed_"))
         if len(seeds) != len(self._seed_states):
             self.log(f"note: {path.name} holds {len(seeds)} random-stream states and this "

@@ -86,8 +86,8 @@ def checkpoint_paths(directory: Path | str) -> list[str]:
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | str,
                             log: Callable[[str], None] = print,
                             partial: bool = False,
-                            advice: str = "the run cannot continue from it, start a new one"
-                            ) -> str | None:
+                            advice: str = "the run cannot continue from it, start a new one",
+                            check: Callable[[], None] | None = None) -> str | None:
     """Restore the newest checkpoint of ``directory`` that reads back whole, and return its
     prefix (None when the directory has none).
 
@@ -97,7 +97,9 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | s
     then ``advice`` (what the caller does about it).
     ``partial``: the checkpoint may hold objects ``checkpoint`` does not (e.g. a training
     checkpoint's optimiser, read for the model alone); every object of ``checkpoint``
-    must still be restored."""
+    must still be restored. ``check``: called after each restore, to read what belongs
+    with the checkpoint (the trainer's ``resume-state-<step>.npz``); a ``ValueError`` from
+    it passes the checkpoint over as a failed restore does."""
     failures: list[tuple[str, str]] = []
     for prefix in checkpoint_paths(directory):
         try:
@@ -106,6 +108,8 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: Path | s
                 status.expect_partial().assert_existing_objects_matched()
             else:
                 status.assert_consumed()
+            if check is not None:
+                check()
         except READ_ERRORS as error:
             failures.append((prefix, str(error).strip().splitlines()[0][:200]))
             continue

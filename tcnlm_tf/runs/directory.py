@@ -9,6 +9,7 @@ them). Pure Python.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from tcnlm_tf.runs.lock import LOCK_FILE
@@ -112,5 +113,8 @@ class RunDirectory:
                       if p not in own and not p.match("topics_doc*.png"))
 
     def has_checkpoint(self) -> bool:
-        """Whether a training checkpoint has been written (a run to resume)."""
-        return (self.checkpoints / "checkpoint").is_file()
+        """Whether a training checkpoint has been written (a run to resume): the state file
+        ``checkpoints/checkpoint``, or, where that is gone, a checkpoint's index
+        (``ckpt-<n>.index``), which resuming finds by its number."""
+        return (self.checkpoints / "checkpoint").is_file() or any(
+            re.search(r"-\d+$", path.stem) for path in self.checkpoints.glob("*.index"))
