@@ -104,14 +104,40 @@ def in_memory(module, signature, inputs):
     return {k: v.numpy() for k, v in fn.python_function(**args).items()}
 
 
-def test_versions_increment(exports, tmp_path):
+def test_versions_increment(exports, tmp_path, monkeypatch, capsys):
+    """Versions count up from 1 over folders of ASCII digits (a folder ``²`` is no
+    version); what a killed export left (``<v>.partial``) is removed by the next one, a
+    failed export leaves none, and a version past TF Serving's int64 is one line."""
     root, out = exports
     run_dir, first = out["lstm"]
     assert first == root / "saved_models" / "lstm" / "1"
+    model_dir = tmp_path / "lstm"
+    (model_dir / "²").mkdir(parents=True)
+    (model_dir / "1.partial" / "variables").mkdir(parents=True)
+    (model_dir / "1.partial" / "variables" / "stale.data").write_text("old")
     for version in ("1", "2"):
         path = export_main(["--run", str(run_dir), "--output-dir", str(tmp_path)])
-        assert path == tmp_path / "lstm" / version
-    assert sorted(p.name for p in path.parent.iterdir()) == ["1", "2"]
+        assert path == model_dir / version
+    assert "removing " in capsys.readouterr().out
+    assert sorted(p.name for p in model_dir.iterdir()) == ["1", "2", "²"]
+    assert not (model_dir / "1" / "variables" / "stale.data").exists()
+
+    import tcnlm_tf.serving.warmup as warmup
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(warmup, "write_warmup_requests", full_disk)
+    with pytest.raises(SystemExit):
+        export_main(["--run", str(run_dir), "--output-dir", str(tmp_path)])
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in model_dir.iterdir()) == ["1", "2", "²"]
+    monkeypatch.undo()
+    (model_dir / "99999999999999999999").mkdir()
+    with pytest.raises(SystemExit):
+        export_main(["--run", str(run_dir), "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a version number TF Serving cannot read" in err
 
 
 def test_no_python_ops_in_the_graphs(exports):

@@ -13,17 +13,31 @@ per signature, which the server answers before the version serves
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 from pathlib import Path
 
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.runs.directory import RunDirectory
 
 
+#: the largest version TF Serving reads (an int64)
+MAX_VERSION = 2**63 - 1
+
+
 def next_version(model_dir: Path) -> int:
-    """One more than the highest numbered version directory in ``model_dir`` (1 if none)."""
-    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()] \
+    """One more than the highest numbered version directory in ``model_dir`` (1 if none):
+    names of ASCII digits only (``str.isdigit`` also takes ``²``, which is no number); a
+    number past :data:`MAX_VERSION` is a :class:`UserError`."""
+    versions = [int(p.name) for p in model_dir.iterdir()
+                if p.is_dir() and re.fullmatch(r"[0-9]+", p.name)] \
         if model_dir.is_dir() else []
-    return max(versions, default=0) + 1
+    highest = max(versions, default=0)
+    if highest >= MAX_VERSION:
+        raise UserError(f"{model_dir / str(highest)}: a version number TF Serving cannot read "
+                        f"or follow (it reads versions up to {MAX_VERSION}); rename or remove "
+                        "that folder, or export under another --name")
+    return highest + 1
 
 
 def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
@@ -49,12 +63,20 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
         # takes the next number (the lock file sits beside the model directory, which
         # holds only versions, as TF Serving expects)
         with try_lock(output_dir, wait=True, name=f".{model_dir.name}.lock"):
+            # what a killed export left (none is being written: this one holds the lock)
+            for stale in sorted(model_dir.glob("*.partial")) if model_dir.is_dir() else []:
+                print(f"removing {stale}, left by an export that did not finish", flush=True)
+                shutil.rmtree(stale)
             target = model_dir / str(next_version(model_dir))
             partial = target.with_name(target.name + ".partial")
-            tf.saved_model.save(module, str(partial), signatures=signatures)
-            write_warmup_requests(partial, model_dir.name, signatures,
-                                  sample_text(run.lm_vocab.words, LM_SPECIALS))
-            partial.rename(target)    # TF Serving never sees a half-written version
+            try:
+                tf.saved_model.save(module, str(partial), signatures=signatures)
+                write_warmup_requests(partial, model_dir.name, signatures,
+                                      sample_text(run.lm_vocab.words, LM_SPECIALS))
+                partial.rename(target)    # TF Serving never sees a half-written version
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)   # no files for a later version
+                raise
     except (OSError, tf.errors.OpError) as error:
         reason = getattr(error, "message", None) or error.strerror or str(error)
         raise UserError(f"cannot write the export under {model_dir}: {reason}; choose a "

@@ -286,7 +286,8 @@ def load(path: str | Path, precision: str | None = None) -> LoadedModel:
     if (path / "saved_model.pb").is_file():
         return load_export(path)
     versions = sorted((int(p.name), p) for p in path.glob("[0-9]*")
-                      if p.name.isdigit() and (p / "saved_model.pb").is_file())
+                      if p.name.isascii() and p.name.isdigit()
+                      and (p / "saved_model.pb").is_file())
     if versions:
         return load_export(versions[-1][1])
     if is_preset(path):
