@@ -464,18 +464,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The flags, checked: a bad value is a :class:`UserError` (one line)."""
-    args = build_parser().parse_args(argv)
+def split_train_flags(text: str) -> list[str]:
+    """``--train-flags``' text as train.run arguments; a :class:`UserError` for text that
+    does not split or that names a flag the benchmark sets itself (:data:`OWN_TRAIN_FLAGS`)."""
     try:
-        args.train_flags = shlex.split(args.train_flags)
+        flags = shlex.split(text)
     except ValueError as err:
-        raise UserError(f"--train-flags {args.train_flags!r}: {err}") from None
-    own = [flag for flag in args.train_flags
-           if flag.split("=", 1)[0] in OWN_TRAIN_FLAGS]
+        raise UserError(f"--train-flags {text!r}: {err}") from None
+    own = [flag for flag in flags if flag.split("=", 1)[0] in OWN_TRAIN_FLAGS]
     if own:
         raise UserError(f"--train-flags: {', '.join(own)} is set by the benchmark itself; "
                         "leave it out")
+    return flags
+
+
+def write_report(path: Path | None, result: dict[str, Any]) -> None:
+    """``result`` as JSON to ``path`` (``--output``; nothing for None), under a temporary
+    name renamed into place, so that a reader never sees half of it."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags, checked: a bad value is a :class:`UserError` (one line)."""
+    args = build_parser().parse_args(argv)
+    args.train_flags = split_train_flags(args.train_flags)
     if args.baseline_sizes is None:
         args.baseline_sizes = [s for s in args.sizes if s <= 50 * 10**6]
     elif not set(args.baseline_sizes) <= set(args.sizes):
@@ -1134,11 +1151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                for k, v in vars(args).items()},
                   "corpora": [{"size": size, **info} for size, info in corpora.items()],
                   "rows": rows, "summary": summary(rows, args.models)}
-        if args.output is not None:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.output.with_name(f".{args.output.name}.tmp")
-            tmp.write_text(json.dumps(result, indent=2) + "\n")
-            os.replace(tmp, args.output)
+        write_report(args.output, result)
         return result
 
     for size in args.sizes:

@@ -27,8 +27,6 @@ settings (its preset, vocabulary rules and batch), run by both codes.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import statistics
 import sys
@@ -39,8 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_corpus_size import (  # noqa: E402
-    MB, OWN_TRAIN_FLAGS, baseline_root, code_line, describe_code, fmt, machine_description,
-    measure_preparation, measure_training, model_names, progress)
+    MB, baseline_root, code_line, describe_code, fmt, machine_description,
+    measure_preparation, measure_training, model_names, progress, split_train_flags,
+    write_report)
 from benchmarks.harness import Parser, name_list, print_table  # noqa: E402
 from tcnlm_tf.arguments import integer  # noqa: E402
 from tcnlm_tf.errors import UserError, exit_on_user_error  # noqa: E402
@@ -102,14 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The flags, checked: a bad value (or a missing corpus) is a :class:`UserError`."""
     args = build_parser().parse_args(argv)
-    try:
-        args.train_flags = shlex.split(args.train_flags)
-    except ValueError as err:
-        raise UserError(f"--train-flags {args.train_flags!r}: {err}") from None
-    own = [flag for flag in args.train_flags if flag.split("=", 1)[0] in OWN_TRAIN_FLAGS]
-    if own:
-        raise UserError(f"--train-flags: {', '.join(own)} is set by the benchmark itself; "
-                        "leave it out")
+    args.train_flags = split_train_flags(args.train_flags)
     train = args.data_dir / args.dataset / "train.txt"
     if not train.is_file():
         raise UserError(f"no corpus at {train}: give --data-dir (the folder holding the "
@@ -181,11 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = {"machine": machine, "command": command, "complete": complete,
                   "codes": codes, "preparations": preparations, "rows": rows,
                   "summary": summary(rows, args.models)}
-        if args.output is not None:
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.output.with_name(f".{args.output.name}.tmp")
-            tmp.write_text(json.dumps(result, indent=2) + "\n")
-            os.replace(tmp, args.output)
+        write_report(args.output, result)
         return result
 
     for round_index in range(args.rounds):

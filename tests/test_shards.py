@@ -45,6 +45,27 @@ def assert_same(a, b):
                                           err_msg=f"{split}.{field}")
 
 
+def flip_byte(path, at):
+    """Invert one byte of a file (a damage its checksum catches)."""
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def refused_then_prepared_again(corpus, damaged, tmp_path):
+    """Opening the damaged prepared corpus is one line naming the ``damaged`` file; the
+    CorruptShard's message. Then load_corpus prepares it again; its logs and arrays."""
+    key = json.loads((corpus.cache_path / "manifest.json").read_text())["key"]
+    with pytest.raises(shards.CorruptShard) as error:
+        open_prepared(corpus.cache_path, "mine", corpus.source_dir, key)
+    message = str(error.value)
+    assert str(damaged) in message and "\n" not in message and "prepare the corpus" in message
+    logs = []
+    again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache",
+                        log=logs.append, shard_words=30)
+    return logs, arrays(again)
+
+
 @pytest.fixture()
 def prepared(tmp_path):
     write_corpus(tmp_path / "data")
@@ -74,9 +95,7 @@ def test_a_damaged_shard_is_named_in_one_line_and_prepared_again(prepared, damag
     before = arrays(corpus)
     shard = corpus.cache_path / "train-00001.h5"
     if damage == "flipped byte":
-        data = bytearray(shard.read_bytes())
-        data[-5] ^= 0xFF
-        shard.write_bytes(bytes(data))
+        flip_byte(shard, -5)
     elif damage == "truncated":
         shard.write_bytes(shard.read_bytes()[:-100])
     elif damage == "foreign":                    # a shard of another preparation
@@ -86,16 +105,9 @@ def test_a_damaged_shard_is_named_in_one_line_and_prepared_again(prepared, damag
         shutil.copyfile(other.cache_path / "train-00001.h5", shard)
     else:
         shard.unlink()
-    key = json.loads((corpus.cache_path / "manifest.json").read_text())["key"]
-    with pytest.raises(shards.CorruptShard) as error:
-        open_prepared(corpus.cache_path, "mine", corpus.source_dir, key)
-    message = str(error.value)
-    assert str(shard) in message and "\n" not in message and "prepare the corpus" in message
-    logs = []
-    again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache",
-                        log=logs.append, shard_words=30)
+    logs, again = refused_then_prepared_again(corpus, shard, tmp_path)
     assert any(str(shard) in line for line in logs) and any("preparing" in line for line in logs)
-    assert_same(arrays(again), before)
+    assert_same(again, before)
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "missing", "other counts"])
@@ -104,9 +116,7 @@ def test_damaged_counts_are_named_in_one_line_and_prepared_again(prepared, damag
     before = arrays(corpus)
     path = corpus.cache_path / "valid-counts.npy"
     if damage == "flipped byte":
-        data = bytearray(path.read_bytes())
-        data[-3] ^= 0xFF
-        path.write_bytes(bytes(data))
+        flip_byte(path, -3)
     elif damage == "missing":
         path.unlink()
     else:                     # readable and of the right checksum, but not the split's
@@ -115,14 +125,8 @@ def test_damaged_counts_are_named_in_one_line_and_prepared_again(prepared, damag
         np.save(path, np.asarray(before["valid"]["lm_counts"]) + 1)
         manifest["splits"]["valid"]["lm_counts"]["sha256"] = shards.file_digest(path)
         manifest_path.write_text(json.dumps(manifest))
-    key = json.loads((corpus.cache_path / "manifest.json").read_text())["key"]
-    with pytest.raises(shards.CorruptShard) as error:
-        open_prepared(corpus.cache_path, "mine", corpus.source_dir, key)
-    message = str(error.value)
-    assert str(path) in message and "\n" not in message and "prepare the corpus" in message
-    again = load_corpus(config(tmp_path / "data"), cache_dir=tmp_path / "cache",
-                        log=lambda line: None, shard_words=30)
-    assert_same(arrays(again), before)
+    _, again = refused_then_prepared_again(corpus, path, tmp_path)
+    assert_same(again, before)
 
 
 def test_a_preparation_without_stored_counts_counts_the_ids(prepared):

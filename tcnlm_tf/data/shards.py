@@ -195,6 +195,19 @@ def add_counts(total: np.ndarray, more: np.ndarray) -> np.ndarray:
     return total
 
 
+def check_file(path: Path, sha256: str | None, what: str, verify: bool) -> str:
+    """Check that a file of the prepared corpus is there and (with ``verify``) has the
+    manifest's SHA-256: a one-line :class:`CorruptShard` naming ``what`` and ``path``
+    otherwise. Returns the advice every such error ends with."""
+    redo = f"delete {path.parent} to prepare the corpus again"
+    if not path.is_file():
+        raise CorruptShard(f"{what} {path} is missing; {redo}")
+    if verify and file_digest(path) != sha256:
+        raise CorruptShard(f"{what} {path} does not match its checksum (damaged, truncated or "
+                           f"from another preparation); {redo}")
+    return redo
+
+
 def open_counts(directory: Path, entry: dict, split: str, verify: bool = True
                 ) -> np.ndarray | None:
     """A split's LM id counts ([V'] int64, V' at most the vocabulary), checked against its
@@ -204,12 +217,7 @@ def open_counts(directory: Path, entry: dict, split: str, verify: bool = True
     if counts is None:
         return None
     path = Path(directory) / counts["file"]
-    redo = f"delete {path.parent} to prepare the corpus again"
-    if not path.is_file():
-        raise CorruptShard(f"{split} counts {path} are missing; {redo}")
-    if verify and file_digest(path) != counts.get("sha256"):
-        raise CorruptShard(f"{split} counts {path} do not match their checksum (damaged, "
-                           f"truncated or from another preparation); {redo}")
+    redo = check_file(path, counts.get("sha256"), f"{split} counts file", verify)
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
@@ -263,12 +271,7 @@ def open_shard(path: Path, entry: dict, split: str, index: int,
     """The arrays of one shard ({field: read-only memory map}), checked against its
     manifest ``entry``: checksum (with ``verify``), format, split, position and sizes."""
     path = Path(path)
-    redo = f"delete {path.parent} to prepare the corpus again"
-    if not path.is_file():
-        raise CorruptShard(f"shard {path} is missing; {redo}")
-    if verify and file_digest(path) != entry.get("sha256"):
-        raise CorruptShard(f"shard {path} does not match its checksum (damaged, truncated or "
-                           f"from another preparation); {redo}")
+    redo = check_file(path, entry.get("sha256"), "shard", verify)
     try:
         with h5py.File(path, "r") as h5:
             if (h5.attrs.get("format"), h5.attrs.get("split"), h5.attrs.get("index")) != \
