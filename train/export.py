@@ -13,7 +13,6 @@ per signature, which the server answers before the version serves
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 from pathlib import Path
 
@@ -29,8 +28,10 @@ def next_version(model_dir: Path) -> int:
     """One more than the highest numbered version directory in ``model_dir`` (1 if none):
     names of ASCII digits only (``str.isdigit`` also takes ``²``, which is no number); a
     number past :data:`MAX_VERSION` is a :class:`UserError`."""
-    versions = [int(p.name) for p in model_dir.iterdir()
-                if p.is_dir() and re.fullmatch(r"[0-9]+", p.name)] \
+    from tcnlm_tf.serving.api import version_number
+
+    versions = [number for p in model_dir.iterdir()
+                if p.is_dir() and (number := version_number(p.name)) is not None] \
         if model_dir.is_dir() else []
     highest = max(versions, default=0)
     if highest >= MAX_VERSION:

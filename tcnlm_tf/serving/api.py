@@ -275,6 +275,13 @@ def load_export(path: Path) -> LoadedModel:
     return model
 
 
+def version_number(name: str) -> int | None:
+    """The number of a SavedModel version folder (TF Serving's layout) named ``name``: a
+    name of ASCII digits only (``str.isdigit`` also takes ``²``, which is no number), else
+    None."""
+    return int(name) if re.fullmatch(r"[0-9]+", name) else None
+
+
 def load(path: str | Path, precision: str | None = None) -> LoadedModel:
     """The model at ``path``: a run directory, a preset directory, an exported SavedModel
     version directory, or a model directory of numbered versions (the newest).
@@ -286,7 +293,7 @@ def load(path: str | Path, precision: str | None = None) -> LoadedModel:
     if (path / "saved_model.pb").is_file():
         return load_export(path)
     versions = sorted((int(p.name), p) for p in path.glob("[0-9]*")
-                      if p.name.isascii() and p.name.isdigit()
+                      if version_number(p.name) is not None
                       and (p / "saved_model.pb").is_file())
     if versions:
         return load_export(versions[-1][1])
