@@ -273,7 +273,9 @@ class Trainer:
         replicas' batches each), each replica given its own (a generator)."""
         first = self.share.first
         for parts in dataset:
-            self.targets_read += sum(float(part["weights"].numpy().sum()) for part in parts)
+            if self.multi_worker:       # logged at the epoch's end (train_epoch)
+                self.targets_read += sum(float(part["weights"].numpy().sum())
+                                         for part in parts)
             yield self.strategy.experimental_distribute_values_from_function(
                 lambda context, parts=parts: parts[context.replica_id_in_sync_group - first])
 
