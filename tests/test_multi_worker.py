@@ -193,3 +193,43 @@ def test_ctrl_c_ends_a_worker_waiting_for_its_peers(tmp_path):
         pytest.fail("Ctrl-C did not end the worker waiting for its peers")
     assert proc.returncode != 0
     assert "interrupted while waiting for the other workers" in stderr.strip().splitlines()[-1]
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+        return int(next(line for line in handle if line.startswith("Threads:")).split()[1])
+
+
+def test_workers_keep_their_threads_and_a_dead_one_stops_the_other(tmp_path):
+    """A collective timeout (TensorFlow's CommunicationOptions) parked a thread for the
+    whole timeout on every collective, 18 a step, until a worker could start no thread and
+    died (after ~13,000). Two workers train three epochs (243 steps) with a bounded thread
+    count; then worker 1 is killed and worker 0 stops with one line (TensorFlow's
+    heartbeats notice the dead peer) instead of hanging."""
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    logs = [tmp_path / f"worker-{index}.log" for index in range(2)]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "train.run", *EPOCH_FLAGS, *run_flags(tmp_path, "long"),
+         "--epochs", "30", "--patience", "30", "--strategy", "multi_worker"],
+        cwd=REPO_ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        env=_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                       "task": {"type": "worker", "index": index}}),
+                 TCNLM_COLLECTIVE_TIMEOUT=str(LAUNCH_TIMEOUT)))
+        for index, log in enumerate(logs)]
+    try:
+        most, deadline = 0, time.monotonic() + 2 * LAUNCH_TIMEOUT
+        while "epoch 4/30" not in logs[0].read_text():
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, \
+                _tail(logs[0].read_text())
+            most = max(most, _threads(procs[0].pid))
+            time.sleep(0.5)
+        assert most < 600, f"worker 0 ran {most} threads"
+        procs[1].kill()
+        status = procs[0].wait(timeout=LAUNCH_TIMEOUT)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    last = logs[0].read_text().strip().splitlines()[-1]
+    assert status == 2 and last.startswith("error: multi-worker training failed: "), last

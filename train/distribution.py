@@ -10,25 +10,32 @@ the cluster helpers the training loop (:mod:`train.trainer`) runs on.
   the slice of the global batch that :func:`replica_slice` cuts, so the step is the one a
   single process takes. Evaluation batches, and the batches of a model's further tasks,
   are built whole on every worker and sliced. Only the chief (:func:`is_chief`) writes the
-  run directory. A collective that waits longer than
-  :func:`collective_timeout` seconds (a worker died) fails instead of hanging, with one line
-  (:func:`collective_failure`).
+  run directory. A worker that dies is noticed within seconds by TensorFlow's
+  coordination-service heartbeats; one that is alive but stuck, by :class:`StallGuard`
+  after :func:`collective_timeout` seconds; either way the others fail with one line
+  (:func:`collective_failure`) instead of hanging.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from typing import Callable
 
 import tensorflow as tf
+from tensorflow.python.eager import context as eager_context
 
 from tcnlm_tf.data.pipeline import Share
 from tcnlm_tf.errors import UserError
 
 SUM = tf.distribute.ReduceOp.SUM
-#: seconds a multi-worker collective (all-reduce, barrier) waits for the other workers
-#: before it fails; the environment variable TCNLM_COLLECTIVE_TIMEOUT overrides it
+#: seconds a multi-worker process waits for the other workers, at start-up and in a call
+#: that runs collectives (:class:`StallGuard`), before it fails; the environment variable
+#: TCNLM_COLLECTIVE_TIMEOUT overrides it
 COLLECTIVE_TIMEOUT = 300.0
 
 #: what a failed collective raises (timed out, or aborted because a peer went away)
@@ -100,8 +107,8 @@ def make_strategy(kind: str = "mirrored") -> tf.distribute.Strategy:
 
 
 def make_multi_worker_strategy() -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy from ``$TF_CONFIG`` whose collectives time out after
-    :func:`collective_timeout` seconds."""
+    """MultiWorkerMirroredStrategy from ``$TF_CONFIG``; waiting for the other workers to
+    start takes at most :func:`collective_timeout` seconds."""
     raw = os.environ.get("TF_CONFIG")
     if not raw:
         raise UserError("--strategy multi_worker needs the TF_CONFIG environment variable, e.g. "
@@ -118,7 +125,10 @@ def make_multi_worker_strategy() -> tf.distribute.Strategy:
                         f'"cluster" (task type -> host:port list) and "task" ("type" and '
                         f'an "index" into that list), got {raw!r}') from None
     timeout = collective_timeout()
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
+    # No per-collective timeout (CommunicationOptions.timeout_seconds): TensorFlow parks a
+    # thread for the whole timeout on every collective it runs, 18 a training step here,
+    # until the process cannot start another (at about 13,000); StallGuard replaces it.
+    options = tf.distribute.experimental.CommunicationOptions()
     # The constructor waits in TensorFlow's coordination service for every worker, with no
     # timeout, holding the GIL (no Python thread or signal handler runs meanwhile) and
     # deaf to SIGTERM. A watchdog process bounds the wait: it ends this process, with one
@@ -185,15 +195,54 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
             and "chief" not in resolver.cluster_spec().as_dict())
 
 
+class StallGuard:
+    """Fails this worker's collectives when a call that runs them (a training or evaluation
+    step, a barrier: each wrapped with :meth:`guard`) has not returned after ``timeout``
+    seconds, so that a peer that is alive but stuck (a hung filesystem, a stopped process)
+    ends the run with one line instead of hanging it; a peer that dies is noticed sooner,
+    by TensorFlow's heartbeats. One daemon thread looks at the clock once a second; a call
+    costs two clock readings. (TensorFlow's own per-collective timeout does this with one
+    thread per collective, kept for the whole timeout: see :func:`make_multi_worker_strategy`.)
+    """
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._since: float | None = None      # when the call now running began
+        threading.Thread(target=self._watch, name="tcnlm-stall-guard", daemon=True).start()
+
+    def guard(self, function: Callable) -> Callable:
+        """``function`` timed by this guard (calls are not nested: one loop makes them)."""
+        @functools.wraps(function)
+        def guarded(*args, **kwargs):
+            self._since = time.monotonic()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._since = None
+        return guarded
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, self.timeout / 4))
+            since = self._since
+            if since is not None and time.monotonic() - since > self.timeout:
+                eager_context.context().abort_collective_ops(
+                    tf.errors.DEADLINE_EXCEEDED,
+                    f"a call running collective operations did not return within "
+                    f"{self.timeout:g} s (TCNLM_COLLECTIVE_TIMEOUT): is another worker stuck?")
+                return
+
+
 def collective_failure(error: Exception) -> UserError:
-    """The one-line message for a multi-worker collective that failed or timed out."""
+    """The one-line message for a multi-worker collective that failed or was aborted."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     telling = [line for line in lines if any(
         word in line.lower() for word in ("unhealthy", "heartbeat", "deadline", "timed out",
-                                          "timeout", "aborted", "unavailable"))]
+                                          "timeout", "did not return", "aborted",
+                                          "unavailable"))]
     detail = (telling or lines or [""])[0]
-    return UserError(f"multi-worker training failed: a collective operation did not complete "
-                     f"within the {collective_timeout():g} s timeout or was aborted (did another "
-                     f"worker die or become unreachable? restart all workers with --resume; "
-                     f"TCNLM_COLLECTIVE_TIMEOUT sets the timeout): "
+    return UserError(f"multi-worker training failed: a collective operation was aborted (did "
+                     f"another worker die, hang or become unreachable? restart all workers "
+                     f"with --resume; TCNLM_COLLECTIVE_TIMEOUT sets how long a stuck one is "
+                     f"waited for, now {collective_timeout():g} s): "
                      f"{type(error).__name__}: {detail[:300]}")

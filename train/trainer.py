@@ -73,7 +73,8 @@ from tcnlm_tf.metrics.topic_words import model_top_words
 from tcnlm_tf.models.base import LanguageModel, Task, has_topics
 from tcnlm_tf.runs.checkpoints import model_checkpoint, restore_newest_readable
 from tcnlm_tf.runs.directory import RunDirectory
-from train.distribution import SUM, input_share, is_chief, make_strategy, replica_slice
+from train.distribution import (SUM, StallGuard, collective_timeout, input_share, is_chief,
+                                make_strategy, replica_slice)
 from train.stopping import StopRequests
 from train.summaries import (TOP_WORDS, projector_tables, write_hparams, write_projector,
                              write_topics)
@@ -219,13 +220,17 @@ class Trainer:
         #: the running epoch's [NLL sum, tokens, seconds] so far (zeros between epochs)
         self._epoch_totals: Callable[[], np.ndarray] = lambda: np.zeros(3)
         self._stop = StopRequests()     # fit(stop) replaces it; this one is never installed
-        self._traced_step = tf.function(self._distributed_train_step, reduce_retracing=True)
-        self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
-        self._task_steps = {task.name: tf.function(self._task_step(task), reduce_retracing=True)
+        timed = StallGuard(collective_timeout()).guard if self.multi_worker else (lambda f: f)
+        self._traced_step = timed(tf.function(self._distributed_train_step,
+                                              reduce_retracing=True))
+        self._eval_step = timed(tf.function(self._distributed_eval_step, reduce_retracing=True))
+        self._task_steps = {task.name: timed(tf.function(self._task_step(task),
+                                                         reduce_retracing=True))
                             for task in self.tasks}
-        self._task_evals = {task.name: tf.function(self._task_eval(task), reduce_retracing=True)
+        self._task_evals = {task.name: timed(tf.function(self._task_eval(task),
+                                                         reduce_retracing=True))
                             for task in self.tasks if task.validate}
-        self._barrier = tf.function(self._distributed_barrier, reduce_retracing=True)
+        self._barrier = timed(tf.function(self._distributed_barrier, reduce_retracing=True))
 
     @property
     def step(self) -> int:
