@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     scalars = {NPMI_TAG: summary["mean"], **{diversity_tag(n): value
                                              for n, value in summary["diversity"].items()}}
     if write_or_warn(board, "the coherence scalars", lambda: write_scalars(
-            board, checkpoint_step(run.checkpoint), scalars)):
+            board, checkpoint_step(run.checkpoint), scalars), written=str(run.files.coherence)):
         print(f"TensorBoard: {', '.join(scalars)} in {board}")
     return result
 

@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -81,8 +82,8 @@ from evaluate.compare_report import (DIVERSITY_HEADER, DOCUMENT_LSTM, RunKey, ab
 from tcnlm_tf.arguments import MAX_SEED, dataset_name, finite_float, integer, integer_list
 from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
                              default_runs_dir)
-from tcnlm_tf.data.corpus import write_text
-from tcnlm_tf.errors import UserError, exit_on_user_error
+from tcnlm_tf.data.corpus import atomic_copy, write_bytes, write_text
+from tcnlm_tf.errors import FILESYSTEM_ERRNOS, UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
 from tcnlm_tf.runs import provenance
 from tcnlm_tf.runs.directory import RunDirectory
@@ -328,10 +329,12 @@ def wait_for_any(running: dict, stop) -> None:
 
 
 def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
-                 on_success: Callable[[str], None] = lambda run: None) -> list[str]:
+                 on_success: Callable[[str], None] = lambda run: None
+                 ) -> dict[str, Exception | None]:
     """Runs the commands (run name -> command), ``jobs`` at a time, calling
-    ``on_success(run)`` as each one succeeds; returns the runs whose command, or whose
-    ``on_success``, failed (the other runs go on either way).
+    ``on_success(run)`` as each one succeeds; returns the runs whose command failed (with
+    None) or whose ``on_success`` failed (with its exception: the run trained), for
+    :func:`failure_message` (the other runs go on either way).
 
     With one job the output goes to the terminal; with more, each run's output goes to
     ``<directory>/<run>.log`` (named when the run starts).
@@ -341,17 +344,20 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
     ended this exits with 128 + the signal's number and one line saying how to go on."""
     from train.stopping import StopRequests
 
-    def succeeded(row: str) -> bool:
+    def succeed(row: str) -> None:
         try:
             on_success(row)
         except Exception as err:   # noqa: BLE001 - reported; the other runs must go on
-            print(f"== {row}: trained, but evaluating or recording it failed: "
-                  f"{type(err).__name__}: {err}", flush=True)
-            return False
-        return True
+            print(f"== {row}: trained, but {after_training(err)}", flush=True)
+            failed[row] = err
+        except SystemExit as err:  # an evaluation command's one-line error, printed above
+            failed[row] = UserError(f"an evaluation command ended with exit status "
+                                    f"{err.code} (its error is above)")
+            print(f"== {row}: trained, but {after_training(failed[row])}", flush=True)
 
     env = child_environment(jobs)
-    pending, running, failed, stopped, signalled = list(commands), {}, [], [], False
+    pending, running, stopped, signalled = list(commands), {}, [], False
+    failed: dict[str, Exception | None] = {}
     with StopRequests() as stop:
         while running or (pending and not stop.requested):
             while pending and len(running) < jobs and not stop.requested:
@@ -377,8 +383,10 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
                 del running[row]
                 if stop.requested and process.returncode in STOPPED_EXITS:
                     stopped.append(row)
-                elif process.returncode or not succeeded(row):
-                    failed.append(row)
+                elif process.returncode:
+                    failed[row] = None
+                else:
+                    succeed(row)
     if stop.requested:
         print(f"stopped by {stop.cause}: "
               + (f"{', '.join(stopped)} stopped at their last checkpoint; " if stopped else "")
@@ -388,6 +396,29 @@ def run_commands(commands: dict[str, list[str]], directory: Path, jobs: int,
               "resume)", file=sys.stderr, flush=True)
         raise SystemExit(stop.exit_code)
     return failed
+
+
+def after_training(error: Exception) -> str:
+    """What went wrong after a run trained (evaluating or recording it), in a few words: a
+    file that could not be written is named, with the reason."""
+    if isinstance(error, OSError) and error.errno in FILESYSTEM_ERRNOS and error.filename:
+        return f"could not write {error.filename}: {error.strerror}"
+    if isinstance(error, UserError):
+        return f"evaluating or recording it failed: {error}"
+    return f"evaluating or recording it failed: {type(error).__name__}: {error}"
+
+
+def failure_message(failed: dict[str, Exception | None], directory: Path) -> str:
+    """One line for the runs that failed (:func:`run_commands`): those whose training
+    failed, and those that trained but were not evaluated or recorded, each with its
+    cause (never "training failed" for a run that trained)."""
+    untrained = [run for run, error in failed.items() if error is None]
+    causes = ([f"training failed for {', '.join(untrained)} (messages above or in "
+               f"{directory}/<run>.log)"] if untrained else [])
+    causes += [f"{run} trained, but {after_training(error)}"
+               for run, error in failed.items() if error is not None]
+    return ("; ".join(causes) + "; fix the cause (free space, if the disk is full) and run "
+            "the same command again: finished runs are kept, the others resume")
 
 
 def topic_evaluations(run_dir: Path) -> dict:
@@ -465,7 +496,7 @@ def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
                               indent=2)
             write_text(target / path.name, text + "\n")
         else:
-            shutil.copyfile(path, target / path.name)
+            atomic_copy(path, target / path.name)
         written.append(target / path.name)
     write_text(target / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
     return written + [target / "metrics.json"]
@@ -487,6 +518,18 @@ def git_toplevel(directory: Path) -> Path:
                         f"({result.stderr.strip() or 'git failed'}); give a --record-dir "
                         "inside one, or leave out --commit-records")
     return Path(result.stdout.strip())
+
+
+def uncommitted(folder: Path) -> list[Path]:
+    """The files in ``folder`` (a record) that git does not have as they are: new or
+    changed since the last commit, e.g. a record written by a comparison whose commit
+    failed or that was stopped between writing and committing it."""
+    result = subprocess.run(["git", "-C", str(folder), "status", "--porcelain",
+                             "--untracked-files=all", "--", "."],
+                            capture_output=True, text=True)
+    names = {line[3:].strip().strip('"').rsplit("/", 1)[-1]
+             for line in result.stdout.splitlines()}
+    return sorted(path for path in folder.iterdir() if path.name in names)
 
 
 def commit_files(paths: list[Path], message: str) -> None:
@@ -618,7 +661,11 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
            names: dict[RunKey, str], from_records: list[str] = ()) -> str:
     """Writes ``comparison.md``, ``comparison.json``, ``valid_curves.png`` and the
     TensorBoard curves of the finished ``runs`` (``from_records``: the runs read from their
-    records, without a run directory); returns the Markdown."""
+    records, without a run directory); returns the Markdown. TensorBoard's curves that
+    cannot be written (a full disk, a read-only folder) are a warning naming the files
+    written without them."""
+    from train.summaries import write_or_warn
+
     entries = aggregate(runs, args.fixed_budget)
     budget = ("epochs as in the train.run flags" if fixed_epochs(args.train_args) else
               f"until converged: patience {args.patience}, at most {args.max_epochs} epochs")
@@ -652,10 +699,19 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
         {"runs": {names[key]: metrics for key, metrics in runs.items()},
          "rows": [{k: v for k, v in e.items() if k != "documents"} for e in entries.values()]},
         indent=2, default=float) + "\n")
-    (directory / "valid_curves.png").write_bytes(png)
-    shutil.rmtree(directory / "tensorboard", ignore_errors=True)
-    write_tensorboard(directory / "tensorboard", points, png)
+    write_bytes(directory / "valid_curves.png", png)
+    board = directory / "tensorboard"
+    shutil.rmtree(board, ignore_errors=True)
+    write_or_warn(board, "the comparison's curves", lambda: write_tensorboard(board, points, png),
+                  written=f"{directory / 'comparison.md'}, comparison.json and valid_curves.png")
     return text
+
+
+def copy_report(directory: Path, record_dir: Path) -> None:
+    """The comparison's :data:`REPORT_FILES` from ``directory`` to ``record_dir``, each
+    copied atomically: a copy that fails (a full disk) leaves the record's old file whole."""
+    for file in REPORT_FILES:
+        atomic_copy(directory / file, record_dir / file)
 
 
 @exit_on_user_error
@@ -738,6 +794,9 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
             return
         record = runs[key] if fresh or recorded is None else {**recorded, **runs[key]}
         if record == recorded and not fresh:
+            left = uncommitted(record_dir / name) if args.commit_records else []
+            if left:                 # written before, its commit never made
+                pending.append((left, record_message(record_dir, name, record)))
             return
         changed = [] if fresh or recorded is None else sorted(
             k for k in record if recorded.get(k) != record[k])
@@ -754,8 +813,7 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
         on its own, the last with the table and plot."""
         report(args, directory, {k: runs[k] for k in order if k in runs}, names,
                from_records)
-        for file in REPORT_FILES:
-            shutil.copyfile(directory / file, record_dir / file)
+        copy_report(directory, record_dir)
         if args.commit_records:
             shared_files = [record_dir / SETTINGS_FILE] + [record_dir / f for f in REPORT_FILES]
             for index, (written, message) in enumerate(pending):
@@ -772,19 +830,16 @@ def _compare(args: argparse.Namespace, rows: list[str], directory: Path) -> dict
     failed = run_commands(commands, directory, args.jobs,
                           on_success=lambda name: collect(by_name[name], fresh=True))
     if failed:
-        raise UserError(f"training failed for {', '.join(failed)} (messages above or in "
-                        f"{directory}/<run>.log); fix the cause and run the same command "
-                        "again: finished runs are kept, the others resume")
+        raise UserError(failure_message(failed, directory))
     runs = {key: runs[key] for key in order}
     text = report(args, directory, runs, names, from_records)
     if record_dir is not None:
-        for file in REPORT_FILES:
-            shutil.copyfile(directory / file, record_dir / file)
+        copy_report(directory, record_dir)
     print("\n" + text)
     print(f"written to {directory / 'comparison.md'}, comparison.json and valid_curves.png "
-          f"(TensorBoard: tensorboard --logdir {directory}, with the HParams dashboard of "
-          "every run; the curves overlaid in its tensorboard/); topics and coherence in each "
-          "topic model's run directory"
+          f"(TensorBoard: tensorboard --logdir {shlex.quote(str(directory))}, with the "
+          "HParams dashboard of every run; the curves overlaid in its tensorboard/); topics "
+          "and coherence in each topic model's run directory"
           + (f"; records in {record_dir}" if record_dir is not None else ""))
     return {names[key]: metrics for key, metrics in runs.items()}
 

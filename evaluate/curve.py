@@ -22,6 +22,7 @@ from pathlib import Path
 
 from evaluate.common import parser, png_bytes, read_record
 from tcnlm_tf.arguments import finite_float
+from tcnlm_tf.data.corpus import write_bytes
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.runs.directory import RunDirectory
 
@@ -144,8 +145,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      f"(ratio {e['valid_perplexity'] / by_epoch[e['epoch']]:.3f})")
         print(line)
     output = args.output or args.run / "learning_curve.png"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(curve_png(epochs, args.title or args.run.name, args.reference, other))
+    write_bytes(output, curve_png(epochs, args.title or args.run.name, args.reference, other))
     print(f"written to {output}")
     return epochs
 

@@ -1,7 +1,9 @@
 """``python -m evaluate.infer --run runs/<name> --text-file F [--document N]``: the inferred
 topic distribution t of a document (the posterior mean of the topic model), as numbers with
 each leading topic's top words, as a bar chart like the TCNLM paper's Figure 2
-(``<run>/topics_doc<N>.png``), and in TensorBoard (image ``topics/document_<N>``)."""
+(``<run>/topics_doc<N>.png``), and in TensorBoard (image ``topics/document_<N>``). A
+TensorBoard folder that cannot be written (a full disk, a read-only directory) is a warning;
+the numbers and the chart stand without it."""
 from __future__ import annotations
 
 import json
@@ -12,6 +14,7 @@ import numpy as np
 from evaluate.common import parser, png_bytes, read_documents, split_file
 from evaluate.topics import top_words
 from tcnlm_tf.arguments import integer
+from tcnlm_tf.data.corpus import write_bytes
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
@@ -42,9 +45,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--samples", type=integer(0), default=0,
                    help="average this many posterior samples instead of the mean (default: 0)")
     args = p.parse_args(argv)
-    import tensorflow as tf
     from tcnlm_tf.metrics.evaluation import document_topics
     from tcnlm_tf.runs.loading import load_run, require_topic_model
+    from train.summaries import write_image, write_or_warn
 
     run = load_run(args.run, data_dir=args.data_dir)
     require_topic_model(run, "evaluate.infer")
@@ -59,12 +62,12 @@ def main(argv: list[str] | None = None) -> dict:
     for k in np.argsort(-t)[:5]:
         print(f"topic {k:3d}  {t[k]:.3f}  {' '.join(words[k])}")
     png = bar_chart(t, labels, f"{path.name}, document {args.document}")
-    image_path = run.files.topic_plot(args.document)
-    image_path.write_bytes(png)
-    with tf.summary.create_file_writer(str(run.files.tensorboard)).as_default(step=0):
-        tf.summary.image(f"topics/document_{args.document}",
-                         tf.image.decode_png(png, channels=4)[None])
-    print(f"bar chart: {image_path}; TensorBoard: {run.files.tensorboard}")
+    image_path, board = run.files.topic_plot(args.document), run.files.tensorboard
+    write_bytes(image_path, png)
+    shown = write_or_warn(board, "the bar chart", lambda: write_image(
+        board, f"topics/document_{args.document}", png),
+        written=f"{image_path} and the topic proportions printed")
+    print(f"bar chart: {image_path}" + (f"; TensorBoard: {board}" if shown else ""))
     result = {"file": str(path), "document": args.document, "topics": t.tolist()}
     print(json.dumps(result))
     return result

@@ -7,7 +7,8 @@ knowledge-base entry are not listed. The two sememe columns differ: q_k only sca
 k's scores g^T U_k w_s, which may be negative, so a q_k near 1 does not by itself say that
 the next word carries sememe k. Each ``--text`` is read as the start of a
 sentence (after ``<eos>``); ``--document`` gives models with a document context theirs. The
-tables also go to TensorBoard (``<run>/tensorboard/sememes``, Text tab)."""
+tables also go to TensorBoard (``<run>/tensorboard/sememes``, Text tab); a folder there that
+cannot be written (a full disk, a read-only directory) is a warning."""
 from __future__ import annotations
 
 import json
@@ -60,10 +61,11 @@ def format_prediction(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_tensorboard(run, results: list[dict]) -> None:
+def write_tensorboard(directory, results: list[dict]) -> None:
+    """The tables of ``results`` as text ``sememes/<i>`` in TensorBoard's ``directory``."""
     import tensorflow as tf
 
-    writer = tf.summary.create_file_writer(str(run.files.tensorboard / "sememes"))
+    writer = tf.summary.create_file_writer(str(directory))
     with writer.as_default():
         for i, result in enumerate(results):
             rows = ["| next word | P(w\\|g) | sememe | q_k | sememe | P(carried) |",
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tcnlm_tf.data import knowledge
     from tcnlm_tf.decoders.output_layers import knowledge_base_path
     from tcnlm_tf.runs.loading import load_run
+    from train.summaries import write_or_warn
 
     run = load_run(args.run, data_dir=args.data_dir)
     path = knowledge_base_path(run.directory)
@@ -100,7 +103,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     results = [predictions(run, kb, text, args.document) for text in args.text]
     for result in results:
         print(format_prediction(result))
-    write_tensorboard(run, results)
+    board = run.files.tensorboard / "sememes"
+    write_or_warn(board, "the tables", lambda: write_tensorboard(board, results),
+                  written="the tables printed")
     print(json.dumps(results, ensure_ascii=False))
     return results
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from evaluate.common import parser, read_documents, split_file
 from tcnlm_tf.arguments import integer
-from tcnlm_tf.data.corpus import atomic_write, write_text
+from tcnlm_tf.data.corpus import write_bytes, write_text
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.metrics.topic_words import model_top_words, topic_labels, topic_word_matrix
 
@@ -63,7 +63,7 @@ def export_octis(run, topics: list[list[str]], path: Path) -> Path:
               "test-topic-document-matrix": theta(run, "test")}
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **output)
-    atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
+    write_bytes(path, buffer.getvalue())
     vocabulary = path.with_name(path.name.removesuffix(".npz") + ".vocabulary.json")
     write_text(vocabulary, json.dumps({str(i): w for i, w in enumerate(words)},
                                       ensure_ascii=False) + "\n")
@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> list[list[str]]:
         write_projector(board, projector_tables(run.model, run.lm_vocab, run.topic_vocab,
                                                 topics), step)
 
-    shown = write_or_warn(board, "the topics", text)
+    shown = write_or_warn(board, "the topics", text, written=str(path))
     print(f"written to {path}" + (f" and TensorBoard ({board})" if shown else ""))
-    if args.projector and write_or_warn(board, "the projector's embeddings", embeddings):
+    if args.projector and write_or_warn(board, "the projector's embeddings", embeddings,
+                                        written=str(path)):
         print(f"embeddings for TensorBoard's projector: {board}")
     if args.export:
         vocabulary = export_octis(run, topics, args.export)

@@ -118,6 +118,29 @@ def test_parallel_runs_share_the_cpus_unless_the_environment_says_otherwise(monk
     assert env["TF_NUM_INTRAOP_THREADS"] == "3" and "TF_NUM_INTEROP_THREADS" not in env
 
 
+def test_an_evaluation_that_exits_fails_its_row_and_the_others_go_on(tmp_path, capsys):
+    """An evaluation command run in-process after a row trains ends with SystemExit(2) on
+    a one-line error: the row is reported as trained but not evaluated, and the other rows
+    (two at a time) still finish, instead of the comparison ending with them orphaned."""
+    import sys
+
+    from evaluate.compare import failure_message, run_commands
+
+    done = []
+
+    def evaluate(row):
+        if row == "a":
+            raise SystemExit(2)
+        done.append(row)
+
+    commands = {row: [sys.executable, "-c", "pass"] for row in ("a", "b", "c")}
+    failed = run_commands(commands, tmp_path, jobs=2, on_success=evaluate)
+    assert sorted(done) == ["b", "c"] and list(failed) == ["a"]
+    message = failure_message(failed, tmp_path)
+    assert "a trained, but" in message and "exit status 2" in message
+    assert "training failed" not in message
+
+
 def test_a_row_without_runs_may_join_at_a_fixed_budget_but_no_budget_changes(tmp_path):
     """A comparison may gain a --fixed-budget row none of whose runs exists yet (fixed-budget
     rows are added to a comparison last); a budget of a row that has runs, or one given
@@ -330,6 +353,25 @@ def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, 
     assert "(no run directory here): lstm, tcnlm" in rebuilt
     assert [line for line in rebuilt.splitlines() if line.startswith("| ")] == [
         line for line in original.splitlines() if line.startswith("| ")]
+
+
+def test_a_record_left_uncommitted_is_found(tmp_path):
+    """A record written but never committed (its commit failed, or the comparison stopped
+    in between) is found, file by file, so that the next comparison commits it; a committed
+    one is not."""
+    from evaluate.compare import uncommitted
+
+    repo = init_repo(tmp_path / "repo")
+    record = repo / "records" / "lstm"
+    record.mkdir(parents=True)
+    (record / "metrics.json").write_text("{}\n")
+    (record / "config.json").write_text("{}\n")
+    assert [p.name for p in uncommitted(record)] == ["config.json", "metrics.json"]
+    git("add", ".", cwd=repo)
+    git("commit", "-q", "-m", "records", cwd=repo)
+    assert uncommitted(record) == []
+    (record / "metrics.json").write_text("{\"changed\": 1}\n")
+    assert [p.name for p in uncommitted(record)] == ["metrics.json"]
 
 
 def test_commit_records_needs_a_record_dir_in_a_git_work_tree(tmp_path, capsys):

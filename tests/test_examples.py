@@ -10,7 +10,7 @@ from tcnlm_tf.data import examples as ex
 from tcnlm_tf.data import pipeline
 from tcnlm_tf.data.corpus import read_corpus_file, write_corpus_file
 from tcnlm_tf.data.loading import encode_split, load_corpus
-from tcnlm_tf.data.shards import ShardedArray
+from tcnlm_tf.data.sharded_array import ShardedArray
 
 EOS, PAD = ex.EOS_ID, ex.PAD_ID
 

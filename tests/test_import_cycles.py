@@ -94,7 +94,7 @@ TIERS = (
      "decoders", "runs", "metrics", "serving", "cli"),
     ("models.registry", "decoders.registry", "data.corpus", "data.vocab", "data.synthetic",
      "data.prepare", "data.embeddings", "data.knowledge", "data.shards", "data.examples",
-     "metrics.perplexity",
+     "data.sharded_array", "data.shard_checks", "data.permutation", "metrics.perplexity",
      "metrics.coherence", "metrics.recovery", "metrics.topic_words", "runs.lock", "runs.directory",
      "runs.checkpoints", "runs.provenance", "serving.mixtures", "serving.scoring", "serving.warmup",
      "samplers"),

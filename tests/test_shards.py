@@ -1,6 +1,7 @@
 """The prepared corpus on disk (tcnlm_tf.data.shards): shards that read back as the text,
 a damaged, truncated or foreign shard named in one line and prepared again, and a
 preparation killed with SIGKILL that leaves nothing looking complete."""
+import dataclasses
 import json
 import os
 import shutil
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import shards
+from tcnlm_tf.data import shard_checks, shards
 from tcnlm_tf.data.corpus import write_corpus_file
 from tcnlm_tf.data.loading import load_corpus, open_prepared
+from tcnlm_tf.data.sharded_array import ShardedArray
 from tcnlm_tf.metrics.baselines import target_counts
 from tests.conftest import REPO_ROOT
 
@@ -56,7 +58,7 @@ def refused_then_prepared_again(corpus, damaged, tmp_path):
     """Opening the damaged prepared corpus is one line naming the ``damaged`` file; the
     CorruptShard's message. Then load_corpus prepares it again; its logs and arrays."""
     key = json.loads((corpus.cache_path / "manifest.json").read_text())["key"]
-    with pytest.raises(shards.CorruptShard) as error:
+    with pytest.raises(shard_checks.CorruptShard) as error:
         open_prepared(corpus.cache_path, "mine", corpus.source_dir, key)
     message = str(error.value)
     assert str(damaged) in message and "\n" not in message and "prepare the corpus" in message
@@ -86,7 +88,8 @@ def test_shards_hold_whole_documents_of_the_words_asked_for(prepared):
         # the stored counts are those of the ids
         ids = np.asarray(corpus.splits[split].lm_ids)
         np.testing.assert_array_equal(corpus.splits[split].lm_counts, np.bincount(ids))
-    assert shards.id_dtype(1 << 16) == np.uint16 and shards.id_dtype((1 << 16) + 1) == np.int32
+    assert shard_checks.id_dtype(1 << 16) == np.uint16
+    assert shard_checks.id_dtype((1 << 16) + 1) == np.int32
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated", "foreign", "missing"])
@@ -129,23 +132,25 @@ def test_damaged_counts_are_named_in_one_line_and_prepared_again(prepared, damag
     assert_same(again, before)
 
 
-def test_a_preparation_without_stored_counts_counts_the_ids(prepared):
-    """A manifest without counts files (as the first shard layout wrote them) opens, and
-    the target counts come from the ids: the same as the stored ones."""
+def test_the_stored_counts_are_the_counts_of_the_ids_and_required(prepared):
+    """The target counts read from the counts files equal those counted from the ids; a
+    manifest without a counts file is named (and the corpus prepared again)."""
     _, corpus, _ = prepared
-    path = corpus.cache_path / "manifest.json"
-    manifest = json.loads(path.read_text())
-    for entry in manifest["splits"].values():
-        del entry["lm_counts"]
-    path.write_text(json.dumps(manifest))
-    bare = open_prepared(corpus.cache_path, "mine", corpus.source_dir, manifest["key"])
     vocab = len(corpus.lm_vocab)
     for split in ("train", "test"):
-        assert bare.splits[split].lm_counts is None
-        np.testing.assert_array_equal(target_counts(bare.splits[split], vocab),
-                                      target_counts(corpus.splits[split], vocab))
+        arrays = corpus.splits[split]
+        counted = dataclasses.replace(arrays, lm_counts=None)
+        np.testing.assert_array_equal(target_counts(arrays, vocab),
+                                      target_counts(counted, vocab))
     assert target_counts(corpus.splits["train"], vocab).sum() == (
         len(corpus.splits["train"].lm_ids) + corpus.splits["train"].num_sentences)
+    path = corpus.cache_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["splits"]["test"]["lm_counts"]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(shard_checks.CorruptShard, match="no valid entry for the counts of "
+                                                        "split test"):
+        open_prepared(corpus.cache_path, "mine", corpus.source_dir, manifest["key"])
 
 
 def test_a_manifest_of_another_format_is_named(prepared):
@@ -153,7 +158,7 @@ def test_a_manifest_of_another_format_is_named(prepared):
     path = corpus.cache_path / "manifest.json"
     manifest = json.loads(path.read_text())
     path.write_text(json.dumps({**manifest, "format": shards.SHARD_FORMAT + 1}))
-    with pytest.raises(shards.CorruptShard, match="of another format or preparation"):
+    with pytest.raises(shard_checks.CorruptShard, match="of another format or preparation"):
         open_prepared(corpus.cache_path, "mine", corpus.source_dir, manifest["key"])
 
 
@@ -162,7 +167,7 @@ PREPARE = """
 import sys, time
 from pathlib import Path
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import shards
+from tcnlm_tf.data import shard_checks, shards
 from tcnlm_tf.data.loading import load_corpus
 flush = shards.ShardWriter._flush
 shards.ShardWriter._flush = lambda self: (flush(self), time.sleep(0.2))
@@ -210,17 +215,59 @@ def resident_file_mb() -> float:
     raise AssertionError("no RssFile in /proc/self/status")
 
 
-def test_release_unmaps_the_pages_read_and_keeps_the_values(tmp_path):
-    """Reading every page of a 100 MB memory map puts it in the resident set (file-backed);
-    release takes it out again, and the next read gives the same values."""
+def _mapped_ids(tmp_path, count: int = 25 * 10**6) -> tuple[np.ndarray, np.memmap]:
     path = tmp_path / "ids.bin"
-    values = np.arange(25 * 10**6, dtype=np.int32)
+    values = np.arange(count, dtype=np.int32)
     values.tofile(path)
-    mapped = np.memmap(path, np.int32, "r")
-    array = shards.ShardedArray([mapped[:10**7], mapped[10**7:]])
-    every_page = np.arange(0, len(values), 1024)
-    assert int(array[every_page].sum()) == int(values[every_page].sum())
+    return values, np.memmap(path, np.int32, "r")
+
+
+def test_release_unmaps_the_pages_read_and_keeps_the_values(tmp_path):
+    """Reading a 100 MB memory map whole (slices) puts it in the resident set
+    (file-backed); release takes it out again, and the next read gives the same values."""
+    values, mapped = _mapped_ids(tmp_path)
+    array = ShardedArray([mapped[:10**7], mapped[10**7:]])
+    assert int(array[:].sum(dtype=np.int64)) == int(values.sum(dtype=np.int64))
     read = resident_file_mb()
     array.release()
     assert read - resident_file_mb() >= 80
-    np.testing.assert_array_equal(array[every_page], values[every_page])
+    np.testing.assert_array_equal(array[10**7 - 5:10**7 + 5], values[10**7 - 5:10**7 + 5])
+
+
+def test_scattered_reads_map_nothing(tmp_path):
+    """A batch's reads (integer arrays) go through pread: reading one element of every
+    page of a 100 MB file leaves the resident set as it was (through the memory map, it
+    brings in the whole file), with the right values, duplicates and order kept."""
+    values, mapped = _mapped_ids(tmp_path)
+    array = ShardedArray([mapped[:10**7], mapped[10**7:]], tail=7)
+    before = resident_file_mb()
+    every_page = np.arange(0, len(values), 1024)[::-1]
+    index = np.concatenate([every_page, every_page[:3], [len(values)]]).reshape(-1, 1)
+    np.testing.assert_array_equal(array[index],
+                                  np.append(values[index[:-1, 0]], 7).reshape(-1, 1))
+    assert resident_file_mb() - before < 10
+    assert array[np.zeros((0, 3), np.int64)].shape == (0, 3)
+
+
+def test_scattered_reads_keep_within_the_limit_of_open_files(tmp_path, monkeypatch):
+    """More shard files than open descriptors allowed: each read still gives the right
+    values; a file replaced while in use is an error, never another file's bytes."""
+    from tcnlm_tf.data import sharded_array
+
+    monkeypatch.setattr(sharded_array._Descriptors, "LIMIT", 2)
+    monkeypatch.setattr(sharded_array, "_DESCRIPTORS", sharded_array._Descriptors())
+    pieces = []
+    for k in range(5):
+        path = tmp_path / f"piece-{k}.bin"
+        np.arange(k * 1000, (k + 1) * 1000, dtype=np.int64).tofile(path)
+        pieces.append(np.memmap(path, np.int64, "r"))
+    array = ShardedArray(pieces)
+    index = np.random.default_rng(0).integers(0, 5000, 300)
+    for _ in range(3):
+        np.testing.assert_array_equal(array[index], index)
+    assert len(sharded_array._DESCRIPTORS._open) <= 2
+    replaced = tmp_path / "piece-0.bin"
+    replaced.unlink()
+    np.zeros(1000, np.int64).tofile(replaced)
+    with pytest.raises(OSError, match="replaced"):
+        array[np.arange(1000)]

@@ -9,6 +9,7 @@ Everything a run produces goes to ``runs/<name>/``: ``config.json``, the vocabul
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # TensorFlow is imported only once flags and data are known to be good: fast errors.
     from train.distribution import (COLLECTIVE_ERRORS, collective_failure, is_chief,
                                     make_strategy)
+    from train.summaries import write_failure
     from train.trainer import WRITE_ERRORS
 
     # before any other TensorFlow op: MultiWorkerMirroredStrategy must configure the runtime
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise
         raise collective_failure(error) from None
     except WRITE_ERRORS as error:      # e.g. TensorBoard events on a full disk
-        raise UserError(f"training in {run_dir} stopped: {error.message.splitlines()[0]}; "
+        raise UserError(f"training in {run_dir} stopped: {write_failure(error)}; "
                         "if the disk is full, free space and --resume (the newest complete "
                         "checkpoint is kept)") from None
     finally:
@@ -182,7 +184,9 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
 
     trainer = Trainer(config, corpus, run_dir, strategy=strategy)
     if args.resume:
-        trainer.resume(learning_rate=new_rate)
+        if not trainer.resume(learning_rate=new_rate):
+            raise UserError(f"nothing to resume: {trainer.run_files.checkpoints} holds no "
+                            f"complete checkpoint (start the run again without --resume)")
     else:
         trainer.prepare()
     trainer.provenance.append(provenance.collect(args.argv, config.data.data_dir, trainer.step))
@@ -201,7 +205,8 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
         trainer.write_metrics(stopped="interrupted", parameters=parameters, without=TESTED)
         print(f"stopped by {stop.cause} after step {trainer.step}: checkpoint in "
               f"{trainer.run_files.checkpoints}; continue with the same command and --resume "
-              f"--runs-dir {run_dir.parent} --run-name {run_dir.name}",
+              f"--runs-dir {shlex.quote(str(run_dir.parent))} "
+              f"--run-name {shlex.quote(run_dir.name)}",
               file=sys.stderr, flush=True)
         raise SystemExit(stop.exit_code)
 
@@ -224,7 +229,8 @@ def _fit_and_test(args: argparse.Namespace, config: RunConfig, corpus, run_dir: 
     print_table(f"test perplexity ({corpus.name}, {int(test_tokens)} predicted tokens):",
                 [("unigram", unigram), (config.model.model, test_ppl), ("oracle", oracle)])
     if trainer.chief:
-        print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir {run_dir}")
+        print(f"metrics: {run_dir / 'metrics.json'}; TensorBoard: tensorboard --logdir "
+              f"{shlex.quote(str(run_dir))}")
     return metrics
 
 

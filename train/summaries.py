@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -128,6 +129,15 @@ def write_scalars(directory: Path, step: int, values: dict[str, float]) -> None:
     writer.close()
 
 
+def write_image(directory: Path, tag: str, png: bytes, step: int = 0) -> None:
+    """The PNG image ``png`` as image ``tag`` at ``step`` in TensorBoard's ``directory``
+    (written before this returns, so that a failure is raised here)."""
+    writer = tf.summary.create_file_writer(str(directory))
+    with writer.as_default(step=step):
+        tf.summary.image(tag, tf.image.decode_png(png, channels=4)[None])
+    writer.close()
+
+
 def table_name(variable: Any) -> str:
     """A projector table's name from a model weight's path, less the model's own name:
     ``tcnlm/embedding/embeddings`` -> ``embedding_embeddings``."""
@@ -178,17 +188,34 @@ def checkpoint_step(path: str) -> int:
     return int(Path(path).name.rsplit("-", 1)[-1])
 
 
-def write_or_warn(directory: Path, what: str, write: Callable[[], None]) -> bool:
+def write_or_warn(directory: Path, what: str, write: Callable[[], None],
+                  written: str = "") -> bool:
     """``write()``, which writes ``what`` to TensorBoard's ``directory``; whether it did.
     A failure to write (:data:`WRITE_FAILURES`: a full disk, a read-only directory) is one
-    warning line on stderr instead of an error, for the evaluators whose other outputs
-    stand without it."""
+    warning line on stderr naming the folder and what was ``written`` without it (the
+    command's other outputs), instead of an error, for the evaluators whose other outputs
+    stand without it: TensorBoard only shows them again, and a script that reads those
+    outputs goes on."""
     try:
         write()
     except WRITE_FAILURES as error:
-        reason = (error.message if isinstance(error, tf.errors.OpError)
-                  else error.strerror or str(error)) or type(error).__name__
+        kept = f"; written without it: {written}" if written else ""
         print(f"warning: {what} not written to TensorBoard ({directory}): "
-              f"{reason.splitlines()[0]}", file=sys.stderr)
+              f"{write_failure(error)}{kept}", file=sys.stderr)
         return False
     return True
+
+
+#: what TensorFlow puts around the reason of an operation's error: the function it ran in
+#: ({{function_node ...}}) and the operation ([Op:CreateSummaryFileWriter] name: ...)
+OP_CONTEXT = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\].*$")
+
+
+def write_failure(error: Exception) -> str:
+    """Why a write to TensorBoard failed (:data:`WRITE_FAILURES`), in one line: the first
+    line of a TensorFlow error's message, less the names of the function and operation it
+    ran in; an ``OSError``'s reason."""
+    reason = ((error.message if isinstance(error, tf.errors.OpError)
+               else error.strerror or str(error)) or "").strip()
+    first = OP_CONTEXT.sub("", reason.splitlines()[0]).strip() if reason else ""
+    return first or type(error).__name__

@@ -33,6 +33,13 @@ custom loop with ``strategy.run``:
   one a single process takes. Only the chief writes the run directory; the other workers
   save their (collective) checkpoints to a scratch directory and delete them, and restore
   the chief's;
+* the chief that holds the run's lock (``train.run``'s) checks before and after every write
+  that its run directory is still the one it locked
+  (:class:`tcnlm_tf.runs.directory.RunDirectoryWatch`): one deleted, moved or replaced
+  stops training with one line, and nothing more is written; when training starts or
+  resumes it removes from ``checkpoints/`` and ``best/`` what saves cut short left there,
+  and lists the complete checkpoints their state files miss again
+  (:func:`tcnlm_tf.runs.checkpoints.tidy_checkpoints`);
 * the run directory's files are named by :class:`tcnlm_tf.runs.directory.RunDirectory`;
   validation and test run the one evaluation loop, :func:`tcnlm_tf.metrics.evaluation.summed_nll`;
 * TensorBoard scalars under ``<run>/tensorboard``: ``train/loss``, ``train/perplexity``,
@@ -45,6 +52,8 @@ custom loop with ``strategy.run``:
 from __future__ import annotations
 
 import atexit
+import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -71,8 +80,11 @@ from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.models import build_model
 from tcnlm_tf.metrics.topic_words import model_top_words
 from tcnlm_tf.models.base import LanguageModel, Task, has_topics
-from tcnlm_tf.runs.checkpoints import model_checkpoint, restore_newest_readable
-from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.checkpoints import (model_checkpoint, quiet_pruning,
+                                       restore_newest_readable, tidy_checkpoints)
+from tcnlm_tf.runs.directory import (RESUME_STATE, RunDirectory, RunDirectoryGone,
+                                     RunDirectoryWatch)
+from tcnlm_tf.runs.lock import held_lock
 from train.distribution import (SUM, StallGuard, collective_timeout, input_share, is_chief,
                                 make_strategy, replica_slice)
 from train.stopping import StopRequests
@@ -175,6 +187,11 @@ class Trainer:
         self.run_files, self.own_files = RunDirectory(self.run_dir), RunDirectory(self.files_dir)
         if not self.chief:
             atexit.register(shutil.rmtree, self.files_dir, ignore_errors=True)
+        # the chief's watch on the run directory it holds the lock of (train.run's), checked
+        # around every write to it; none for a trainer made from Python without the lock
+        lock = held_lock(self.run_dir) if self.chief else None
+        self.watch = RunDirectoryWatch(lock) if lock is not None else None
+        self.check_run_directory()
         output_layers.prepare_run(config, corpus, self.files_dir, log)
         self.num_replicas = self.strategy.num_replicas_in_sync
         train = config.train
@@ -202,6 +219,7 @@ class Trainer:
             **{f"optimizer_{name}": opt for name, opt in self.task_optimizers.items()},
             batch_in_epoch=self.batch_in_epoch, learning_rate=self.learning_rate,
             best_valid=self.best_valid, bad_epochs=self.bad_epochs)
+        self._tidy_checkpoints()        # before the managers read the folders' state files
         # Every worker saves (saving may involve collectives); only the chief's are kept.
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self.own_files.checkpoints, max_to_keep=train.keep_checkpoints)
@@ -220,6 +238,7 @@ class Trainer:
         #: the running epoch's [NLL sum, tokens, seconds] so far (zeros between epochs)
         self._epoch_totals: Callable[[], np.ndarray] = lambda: np.zeros(3)
         self._stop = StopRequests()     # fit(stop) replaces it; this one is never installed
+        # in a cluster, every call that runs collectives is timed (a stuck worker ends it)
         timed = StallGuard(collective_timeout()).guard if self.multi_worker else (lambda f: f)
         self._traced_step = timed(tf.function(self._distributed_train_step,
                                               reduce_retracing=True))
@@ -236,6 +255,60 @@ class Trainer:
     def step(self) -> int:
         """Optimiser steps taken so far (restored by ``resume``)."""
         return int(self.optimizer.iterations.numpy())
+
+    # ------------------------------------------------------- the run directory
+    def check_run_directory(self) -> None:
+        """:class:`~tcnlm_tf.runs.directory.RunDirectoryGone` when the run directory whose
+        lock this process holds was deleted, moved or replaced since it took the lock
+        (:class:`~tcnlm_tf.runs.directory.RunDirectoryWatch`): nothing more is written, so
+        no checkpoint, ``best/`` or ``metrics.json`` appears in a directory without the
+        run's configuration and vocabularies, or in another run's."""
+        if self.watch is not None:
+            self.watch.check()
+
+    @contextlib.contextmanager
+    def _writing(self, made: Path | None = None):
+        """Around a write to the run directory that may make ``made`` (a file or folder of
+        it): :meth:`check_run_directory` before and after it, also after an error of the
+        write (a file or folder not found), which is then reported as the directory's loss
+        where that caused it. A write whose directory was deleted under it makes the
+        folders it writes to again; what it made is removed (:meth:`_unmake`)."""
+        self.check_run_directory()
+        try:
+            yield
+        finally:
+            try:
+                self.check_run_directory()
+            except RunDirectoryGone:
+                self._unmake(made)
+                raise
+
+    def _unmake(self, made: Path | None) -> None:
+        """Remove ``made`` (a file or folder a write under a deleted run directory made
+        again) and then the run directory, if that leaves it empty: only where the
+        directory at the run's path is not the one locked, so that it holds nothing but
+        what the write made (:meth:`RunDirectoryWatch.made_again`)."""
+        if made is None or not self.watch.made_again():
+            return
+        if made.is_dir() and not made.is_symlink():
+            shutil.rmtree(made, ignore_errors=True)
+        else:
+            made.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):      # not empty: left as it is
+            self.run_dir.rmdir()
+
+    def _tidy_checkpoints(self) -> None:
+        """Remove from ``checkpoints/`` and ``best/`` what saves cut short left there, and
+        list the complete checkpoints that their state files miss again, so that pruning
+        counts them (:func:`~tcnlm_tf.runs.checkpoints.tidy_checkpoints`; in
+        ``checkpoints/``, a ``resume-state-<step>.npz`` without its checkpoint goes too).
+        Only where this process holds the run lock, so that no other process is writing
+        there."""
+        if self.watch is None:
+            return
+        with self._writing():
+            tidy_checkpoints(self.run_files.checkpoints, self.log, companions=RESUME_STATE)
+            tidy_checkpoints(self.run_files.best, self.log)
 
     # ------------------------------------------------------------------ data
     @property
@@ -304,7 +377,8 @@ class Trainer:
 
     def prepare(self) -> None:
         """The model's one-off work for a fresh run (:meth:`LanguageModel.prepare`)."""
-        self.model.prepare(self.corpus, self.files_dir, self.log)
+        with self._writing():
+            self.model.prepare(self.corpus, self.files_dir, self.log)
 
     # ----------------------------------------------------------------- steps
     def train_step(self, batch, state, due: tf.Tensor,
@@ -430,15 +504,19 @@ class Trainer:
         """Every worker saves (saving may involve collectives); a worker other than the chief
         saves to its scratch directory and deletes it again (TensorFlow's multi-worker
         recipe). Weights that are not all finite are never saved (:meth:`check_weights`,
-        unless the caller just did: ``checked``)."""
+        unless the caller just did: ``checked``), nor into a run directory that is gone
+        (:meth:`check_run_directory`, before and after the save)."""
         if not checked:
             self.check_weights()
-        try:
-            manager.save(checkpoint_number=self.step)
-        except tf.errors.OpError as error:     # a full disk, a lost mount, permissions
-            raise UserError(f"could not write a checkpoint in {manager.directory} at step "
-                            f"{self.step}: {error.message.splitlines()[0]}; the newest "
-                            "complete checkpoint is kept: free space and --resume") from None
+        with self._writing(made=Path(manager.directory)):
+            try:
+                with quiet_pruning():
+                    manager.save(checkpoint_number=self.step)
+            except tf.errors.OpError as error:     # a full disk, a lost mount, permissions
+                raise UserError(f"could not write a checkpoint in {manager.directory} at "
+                                f"step {self.step}: {error.message.splitlines()[0]}; the "
+                                "newest complete checkpoint is kept: free space and "
+                                "--resume") from None
         if not self.chief:
             shutil.rmtree(manager.directory, ignore_errors=True)
 
@@ -504,6 +582,8 @@ class Trainer:
         """Restore the latest checkpoint; False when the run has none. ``learning_rate``
         replaces the restored (possibly decayed) learning rate, e.g. after a non-finite
         loss."""
+        self.barrier()                  # the chief has tidied its checkpoints (__init__)
+        self.check_run_directory()
         # the chief's checkpoints, on every worker; a checkpoint whose resume state is
         # damaged is passed over for the next older one, as a damaged checkpoint is
         saved: dict[str, dict[str, np.ndarray]] = {}
@@ -539,6 +619,7 @@ class Trainer:
         ``'epochs'``, ``'early_stopping'``, ``'max_steps'`` or ``'interrupted'``."""
         train = self.config.train
         self._stop = stop or StopRequests()
+        self.check_run_directory()
         write_hparams(self.writer, self.config, self.run_dir.name)
         while int(self.epoch) < train.epochs:
             if int(self.bad_epochs) >= train.patience:    # resumed after it stopped early
@@ -559,10 +640,14 @@ class Trainer:
                 return "interrupted"
         return "epochs"
 
-    def _epoch_plan(self, epoch: int) -> tuple[list[tf.data.Dataset], np.ndarray]:
+    def _epoch_plan(self, epoch: int,
+                    skip: int = 0) -> tuple[list[tf.data.Dataset], np.ndarray]:
         """The epoch's datasets (the language model's first, then each task's) and the order
         of their batches: index k of ``order`` says which dataset gives batch k. Batches of
-        ``"shuffled"`` tasks are shuffled among the language model's; ``"after"`` tasks follow."""
+        ``"shuffled"`` tasks are shuffled among the language model's; ``"after"`` tasks follow.
+        With ``skip`` (a resumed epoch), the language model's dataset begins after its
+        batches among the first ``skip`` of the order, never building them; the tasks'
+        datasets (a few batches of documents) begin at their first batch."""
         train, arrays = self.config.train, self.corpus.splits["train"]
         seed = train.seed * 1000 + epoch
         datasets = [self.dataset("train", shuffle_seed=seed, share=self.share)]
@@ -577,7 +662,12 @@ class Trainer:
             order = np.random.default_rng(seed).permutation(order)
         after = [np.full(counts[k + 1], k + 1) for k, t in enumerate(self.tasks)
                  if t.order == "after"]
-        return datasets, np.concatenate([order] + after).astype(np.int64)
+        order = np.concatenate([order] + after).astype(np.int64)
+        trained = int((order[:skip] == 0).sum())
+        if trained:
+            datasets[0] = self.dataset("train", shuffle_seed=seed,
+                                       share=dataclasses.replace(self.share, start=trained))
+        return datasets, order
 
     def train_epoch(self) -> str:
         """Train the current epoch (from its checkpointed batch when resumed): every batch of
@@ -593,12 +683,12 @@ class Trainer:
         :attr:`epoch_summary` left as it was)."""
         train = self.config.train
         epoch = int(self.epoch)
-        datasets, order = self._epoch_plan(epoch)
-        num_batches = len(order)
         skip = int(self.batch_in_epoch)
+        datasets, order = self._epoch_plan(epoch, skip)
+        num_batches = len(order)
         done = np.bincount(order[:skip], minlength=len(datasets))
-        iterators = [(self.distribute_parts if k == 0 else self.distribute)(d.skip(int(n)))
-                     for k, (d, n) in enumerate(zip(datasets, done))]
+        iterators = [self.distribute_parts(datasets[0])]
+        iterators += [self.distribute(d.skip(int(n))) for d, n in zip(datasets[1:], done[1:])]
         progress = Progress(num_batches, self.log, [f"{t.name}_loss" for t in self.tasks])
         self.log(f"epoch {epoch + 1}/{train.epochs} ({num_batches} batches"
                  + "".join(f", {int((order == k + 1).sum())} of them {task.name}"
@@ -701,13 +791,15 @@ class Trainer:
                 arrays.update({f"lane_{i}": np.concatenate(
                     [t.numpy() for t in self.strategy.experimental_local_results(value)])
                     for i, value in enumerate(tf.nest.flatten(state))})
-            atomic_write(self.own_files.resume_state(self.step), lambda f: np.savez(f, **arrays))
+            with self._writing(made=self.own_files.checkpoints):
+                atomic_write(self.own_files.resume_state(self.step),
+                             lambda f: np.savez(f, **arrays))
         self.save(self.manager, checked=True)
         if self.chief:
             kept = {Path(prefix).name.rsplit("-", 1)[-1] for prefix in self.manager.checkpoints}
             for path in self.own_files.resume_states():
                 if path.stem.rsplit("-", 1)[-1] not in kept:
-                    path.unlink()
+                    path.unlink(missing_ok=True)    # gone already: the next write says why
 
     def _read_resume_state(self) -> dict[str, np.ndarray] | None:
         """The arrays of ``resume-state-<step>.npz`` beside the checkpoint just restored,
@@ -769,6 +861,9 @@ class Trainer:
 
     def _log_train_window(self, step: int, window: dict, sums: dict,
                           task_sums: dict[str, list[float]]) -> None:
+        """The ``train/*`` scalars of the steps in ``window`` (the run directory checked
+        first: TensorBoard writes into a deleted file without a word)."""
+        self.check_run_directory()
         elapsed = time.perf_counter() - window["start"]
         loss = window["nll"] / max(window["tokens"], 1.0)
         with self.writer.as_default(step=step):
@@ -850,6 +945,7 @@ class Trainer:
     def restore_best(self) -> None:
         """Load the weights with the best validation perplexity (if any epoch finished)."""
         self.barrier()   # the chief has written best/
+        self.check_run_directory()      # a best/ that is gone with it restores nothing
         restore_newest_readable(model_checkpoint(self.model), self.run_files.best, self.log)
 
     def write_metrics(self, without: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
@@ -857,7 +953,8 @@ class Trainer:
         the keys ``without`` that an earlier write left; the chief only) and return its
         contents."""
         path = self.run_files.metrics
-        metrics = json.loads(path.read_text()) if path.is_file() else {}
+        with self._writing():
+            metrics = json.loads(path.read_text()) if path.is_file() else {}
         for key in without:
             metrics.pop(key, None)
         train_tokens = self.corpus.splits["train"].num_predicted_tokens(self.config.data.line_end)
@@ -870,7 +967,8 @@ class Trainer:
             metrics["provenance"] = self.provenance
         metrics.update(extra)
         if self.chief:
-            write_text(path, json.dumps(metrics, indent=2) + "\n")
+            with self._writing(made=path):
+                write_text(path, json.dumps(metrics, indent=2) + "\n")
         return metrics
 
     def log_test_perplexity(self, value: float) -> None:
@@ -880,8 +978,9 @@ class Trainer:
             tf.summary.scalar("test/perplexity", value)
         self.writer.flush()
         if self.chief:
-            write_projector(self.run_files.tensorboard, projector_tables(
-                self.model, self.corpus.lm_vocab, self.corpus.topic_vocab), self.step)
+            with self._writing(made=self.run_files.tensorboard):
+                write_projector(self.run_files.tensorboard, projector_tables(
+                    self.model, self.corpus.lm_vocab, self.corpus.topic_vocab), self.step)
 
 
 def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import glob
 import io
 import os
+import re
+import shutil
+import socket
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
 from tcnlm_tf.errors import UserError
+
+#: this machine in the names of temporary files (letters, digits and hyphens only)
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 
 Document = list[list[str]]
 
@@ -175,23 +182,82 @@ def format_document(document: Document) -> str:
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(binary_file)`` on a temporary file beside ``path``, flush it to disk and
-    rename it onto ``path``: an interrupted write never leaves a partial file behind."""
+    rename it onto ``path``: an interrupted write never leaves a partial file behind, and
+    the file that was there stays whole until the new one is complete. The temporary files
+    of this target that killed processes left are removed first (:func:`remove_stale`).
+
+    A failure to write raises the :class:`OSError` naming ``path`` (a full disk fails in
+    ``write`` or ``fsync``, whose errors name no file), so that the one-line error of
+    :func:`tcnlm_tf.errors.exit_on_user_error` says which file could not be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_stale(path.parent, f"{path.name}.")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename not in (None, str(tmp)):
+            raise                       # another file's error (a copy's source, say)
+        raise OSError(err.errno, err.strerror, str(path)) from err
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def atomic_copy(source: Path, target: Path) -> None:
+    """Copy ``source`` onto ``target`` with :func:`atomic_write`: a copy that fails (a full
+    disk) leaves the old ``target`` whole, never a truncated one."""
+    with open(source, "rb") as reader:
+        atomic_write(target, lambda handle: shutil.copyfileobj(reader, handle))
+
+
+def temporary_path(path: Path) -> Path:
+    """Where a writer of ``path`` puts its work before renaming it onto ``path``:
+    ``.<name>.<host>~<pid>.tmp`` beside it, naming the machine and process that write it
+    (:func:`remove_stale`)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{HOST}~{os.getpid()}.tmp")
+
+
+def remove_stale(directory: Path, prefix: str = "") -> None:
+    """Remove the temporary files and directories of :func:`temporary_path` in
+    ``directory`` (``.<prefix>...<host>~<pid>.tmp``: :func:`atomic_write`'s, a prepared
+    corpus's) of this machine whose process is gone: a killed writer leaves its own behind,
+    and nothing else ever removes it. Another machine's are left alone (in a folder that
+    several machines share, a live writer there is no process here); one of an earlier
+    version, named ``<pid>`` only, counts as this machine's."""
+    for stale in Path(directory).glob(f".{glob.escape(prefix)}*.tmp"):
+        host, _, pid = stale.name.rsplit(".", 2)[-2].rpartition("~")
+        if (host or HOST) != HOST or not pid.isdigit() or alive(int(pid)):
+            continue
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, UTF-8 (JSON and tables a later run reads)."""
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a plot's PNG, an archive made in memory)."""
+    atomic_write(path, lambda handle: handle.write(data))
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -19,7 +19,8 @@ import heapq
 
 import numpy as np
 
-from tcnlm_tf.data.shards import chunks, searchsorted
+from tcnlm_tf.data.permutation import shuffled_order
+from tcnlm_tf.data.sharded_array import chunks, searchsorted
 
 EOS_ID = 2   # tcnlm_tf.data.vocab.LM_SPECIALS = (<pad>, <unk>, <eos>)
 PAD_ID = 0
@@ -85,7 +86,7 @@ class SentenceExamples:
     def __init__(self, split, seq_len: int):
         self.split, self.seq_len = split, seq_len
         #: [S+1]: the first example of each sentence, then the number of examples (int32
-        #: where they fit, as the epoch's permutation of them: 4 bytes an example)
+        #: where they fit, as the epoch's permutation of them where it is an array)
         self.dtype = index_dtype(len(split.lm_ids) + split.num_sentences)
         self.first = np.zeros(split.num_sentences + 1, self.dtype)
         done = 0
@@ -105,14 +106,15 @@ class SentenceExamples:
         sentences = np.searchsorted(self.first, index, "right") - 1
         return sentences, index - self.first[sentences]
 
-    def order(self, shuffle_seed: int | None) -> np.ndarray:
-        """The examples in order, or permuted with ``shuffle_seed`` (the permutation
-        ``np.random.default_rng(shuffle_seed).permutation(len(self))`` is, at
-        :attr:`dtype`)."""
-        order = np.arange(len(self), dtype=self.dtype)
-        if shuffle_seed is not None:
-            np.random.default_rng(shuffle_seed).shuffle(order)
-        return order
+    def order(self, shuffle_seed: int | None):
+        """The examples in order, or permuted with ``shuffle_seed``
+        (:func:`~tcnlm_tf.data.permutation.shuffled_order`: at :attr:`dtype`, the permutation
+        ``np.random.default_rng(shuffle_seed).permutation(len(self))``, up to
+        :data:`~tcnlm_tf.data.permutation.EXPLICIT_LIMIT` examples; a permutation computed
+        per slice beyond). Read in slices: ``order[a:b]``."""
+        if shuffle_seed is None:
+            return np.arange(len(self), dtype=self.dtype)
+        return shuffled_order(len(self), shuffle_seed, self.dtype)
 
     def take(self, index: np.ndarray) -> dict[str, np.ndarray]:
         """Examples ``index`` [B]: ``inputs``/``targets`` [B, L] int32, ``context`` [B, 4]

@@ -15,6 +15,7 @@ maps of its shards, so a corpus larger than memory trains.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -22,16 +23,19 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from tcnlm_tf.config import DATA_DIR_ENV, DataConfig, default_cache_dir
 from tcnlm_tf.data import shards, synthetic
-from tcnlm_tf.data.corpus import FORMAT_DESCRIPTION, Document, ReadStats, iter_corpus_file
+from tcnlm_tf.data.shard_checks import CorruptShard, id_dtype
+from tcnlm_tf.data.sharded_array import ShardedArray
+from tcnlm_tf.data.corpus import (FORMAT_DESCRIPTION, Document, ReadStats, iter_corpus_file,
+                                  remove_stale, temporary_path)
 from tcnlm_tf.data.vocab import (Vocabulary, build_lm_vocab, build_topic_vocab, load_stopwords,
                                  word_counts, EOS, PAD, UNK)
-from tcnlm_tf.errors import UserError
+from tcnlm_tf.errors import FILESYSTEM_ERRNOS, UserError
 
 SPLITS = ("train", "valid", "test")
 #: bumped whenever the vocabularies or arrays built from the same files change (2: clitics
@@ -51,7 +55,7 @@ CORPUS_SOURCES = {
 @dataclasses.dataclass
 class SplitArrays:
     """One split as flat id arrays: numpy arrays, or (a prepared corpus's splits)
-    :class:`~tcnlm_tf.data.shards.ShardedArray` memory maps of its shards, which index and
+    :class:`~tcnlm_tf.data.sharded_array.ShardedArray` memory maps of its shards, which index and
     slice alike.
 
     Shapes (S sentences, D documents):
@@ -84,9 +88,9 @@ class SplitArrays:
 
     def release(self) -> None:
         """Drop the memory maps' pages that reads have mapped (see
-        :meth:`~tcnlm_tf.data.shards.ShardedArray.release`; nothing for arrays in memory)."""
+        :meth:`~tcnlm_tf.data.sharded_array.ShardedArray.release`; nothing for arrays in memory)."""
         for value in vars(self).values():
-            if isinstance(value, shards.ShardedArray):
+            if isinstance(value, ShardedArray):
                 value.release()
 
     def num_predicted_tokens(self, line_end: str = "eos") -> int:
@@ -115,7 +119,8 @@ def source_dir(config: DataConfig, cache_dir: Path | None = None) -> Path:
     if config.dataset == "synthetic":
         syn = synthetic.SyntheticConfig.from_dict(config.synthetic)
         key = _digest(json.dumps(syn.to_dict(), sort_keys=True).encode())[:12]
-        return synthetic.write_corpus(cache_dir / f"synthetic-{key}", syn)
+        with _cache_writes(cache_dir / f"synthetic-{key}", cache_dir):
+            return synthetic.write_corpus(cache_dir / f"synthetic-{key}", syn)
     directory = Path(config.data_dir) / config.dataset
     source = (f"get it from {CORPUS_SOURCES[config.dataset]}" if config.dataset in CORPUS_SOURCES
               else "make it with `python -m train.prepare --input RAW --output "
@@ -294,7 +299,7 @@ def _encode_splits(config: DataConfig, directory: Path, target: Path, lm_vocab: 
     """The second pass: every split encoded document by document into shards under
     ``target``; their manifest entries."""
     encoder = Encoder(lm_vocab, topic_vocab)
-    lm_dtype, topic_dtype = shards.id_dtype(len(lm_vocab)), shards.id_dtype(len(topic_vocab))
+    lm_dtype, topic_dtype = id_dtype(len(lm_vocab)), id_dtype(len(topic_vocab))
     entries = {}
     for split in SPLITS:
         path = directory / f"{split}.txt"
@@ -319,17 +324,19 @@ def _prepare(config: DataConfig, directory: Path, target: Path, key: str, shard_
     preparation leaves nothing that looks complete (the next one starts again). Two
     processes that prepare the same corpus at once (``evaluate.compare --jobs 2``) each
     build their own, and the first to finish wins."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(target)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         lm_vocab, topic_vocab = _vocabularies(config, directory, log)
-        lm_vocab.save(tmp / "lm_vocab.txt")
-        topic_vocab.save(tmp / "topic_vocab.txt")
+        vocabularies = {"lm": lm_vocab, "topic": topic_vocab}
+        for what, vocabulary in vocabularies.items():
+            vocabulary.save(tmp / shards.VOCABULARIES[what])
         entries = _encode_splits(config, directory, tmp, lm_vocab, topic_vocab, shard_words,
                                  log)
         shards.write_manifest(tmp, {"format": shards.SHARD_FORMAT, "key": key,
-                                    "dataset": config.dataset, "splits": entries})
+                                    "dataset": config.dataset, "splits": entries,
+                                    "vocabularies": shards.vocabulary_entries(tmp, vocabularies)})
         try:
             os.rename(tmp, target)
         except OSError:
@@ -339,45 +346,35 @@ def _prepare(config: DataConfig, directory: Path, target: Path, key: str, shard_
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _remove_stale(prepared: Path) -> None:
-    """Remove the temporary directories of preparations whose process is gone (killed)."""
-    for stale in prepared.glob(".*.tmp"):
-        pid = stale.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def open_prepared(directory: Path, name: str, source: Path, key: str,
                   verify: bool = True) -> Corpus:
     """The prepared corpus in ``directory`` (cache ``key``): vocabularies, and each split's
-    arrays as memory maps of its shards (checked: :func:`tcnlm_tf.data.shards.open_shard`)."""
+    arrays as memory maps of its shards. With ``verify``, every file is checked against the
+    manifest and every shard's contents against the vocabularies
+    (:func:`tcnlm_tf.data.shards.open_split`); a :class:`~tcnlm_tf.data.shard_checks.CorruptShard`
+    names the first file found wrong."""
     manifest = shards.read_manifest(directory, key)
-    splits = {}
-    for split in SPLITS:
-        entry = manifest["splits"][split]
-        opened = [shards.open_shard(directory / shard["file"], shard, split, index, verify)
-                  for index, shard in enumerate(entry["shards"])]
-        pieces = {field: [arrays[field] for arrays in opened]
-                  for field in shards.ID_FIELDS + shards.OFFSET_FIELDS}
-        tails = {"sent_offsets": entry["words"], "topic_offsets": entry["topic_words"],
-                 "doc_offsets": entry["sentences"]}
-        splits[split] = SplitArrays(
-            **{field: shards.ShardedArray(pieces[field], tails.get(field),
-                                          np.int64 if field in shards.OFFSET_FIELDS else None)
-               for field in pieces},
-            lm_counts=shards.open_counts(directory, entry, split, verify))
-    return Corpus(name, Vocabulary.load(directory / "lm_vocab.txt", unk=UNK),
-                  Vocabulary.load(directory / "topic_vocab.txt"), splits, source, directory)
+    lm_vocab = shards.open_vocabulary(directory, manifest, "lm", verify, unk=UNK)
+    topic_vocab = shards.open_vocabulary(directory, manifest, "topic", verify)
+    sizes = (len(lm_vocab), len(topic_vocab))
+    splits = {split: _open_split(directory, manifest, split, sizes, verify) for split in SPLITS}
+    return Corpus(name, lm_vocab, topic_vocab, splits, source, directory)
+
+
+def _open_split(directory: Path, manifest: dict, split: str, vocab_sizes: tuple[int, int],
+                verify: bool) -> SplitArrays:
+    """One split of a prepared corpus as :class:`SplitArrays` of its shards' memory maps."""
+    entry = shards.split_entry(directory, manifest, split)
+    opened, counts = shards.open_split(directory, entry, split, vocab_sizes, verify)
+    pieces = {field: [arrays[field] for arrays in opened]
+              for field in shards.ID_FIELDS + shards.OFFSET_FIELDS}
+    tails = {"sent_offsets": entry["words"], "topic_offsets": entry["topic_words"],
+             "doc_offsets": entry["sentences"]}
+    return SplitArrays(
+        **{field: ShardedArray(pieces[field], tails.get(field),
+                                      np.int64 if field in shards.OFFSET_FIELDS else None)
+           for field in pieces},
+        lm_counts=counts)
 
 
 def load_corpus(config: DataConfig, cache_dir: Path | None = None,
@@ -390,16 +387,38 @@ def load_corpus(config: DataConfig, cache_dir: Path | None = None,
     directory = source_dir(config, cache_dir)
     key = cache_key(config, directory)
     target = cache_dir / "prepared" / f"{config.dataset}-{key[:16]}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(target.parent)
+    with _cache_writes(target, cache_dir):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale(target.parent)
     if (target / shards.MANIFEST).is_file():
         try:
             return open_prepared(target, config.dataset, directory, key)
-        except shards.CorruptShard as err:
+        except CorruptShard as err:
             log(f"{err}: preparing it again")
             shutil.rmtree(target, ignore_errors=True)
     elif target.exists():
         shutil.rmtree(target, ignore_errors=True)        # no manifest: never completed
     log(f"preparing {config.dataset} from {directory} (cached in {target})")
-    _prepare(config, directory, target, key, shard_words, log)
+    with _cache_writes(target, cache_dir):
+        _prepare(config, directory, target, key, shard_words, log)
     return open_prepared(target, config.dataset, directory, key, verify=False)
+
+
+@contextlib.contextmanager
+def _cache_writes(target: Path, cache_dir: Path) -> Iterator[None]:
+    """Report a failure to write ``target`` in the corpus cache ``cache_dir`` (a prepared
+    corpus, the generated synthetic corpus) on a full disk or a read-only ``--cache-dir`` as
+    one line naming the file and ``--cache-dir``, the flag that moves the cache, instead of
+    the generic message about the run's own directories. An error of a file outside the
+    cache (a corpus file being read) passes through."""
+    try:
+        yield
+    except OSError as err:
+        cache, failed = Path(cache_dir), Path(err.filename or cache_dir)
+        if err.errno not in FILESYSTEM_ERRNOS or not (failed.is_relative_to(cache)
+                                                      or cache.is_relative_to(failed)):
+            raise
+        where = Path(err.filename).name if err.filename else target.name
+        raise UserError(f"cannot write the corpus cache {target} ({where}: {err.strerror}); "
+                        "free space or fix the permissions there, or give another "
+                        "--cache-dir") from None

@@ -299,15 +299,18 @@ LOCAL_SOURCE = {"rows": (tf.int64, [None, 4]), "topic_ids": (tf.int32, [None]),
 
 @dataclasses.dataclass(frozen=True)
 class Share:
-    """The rows of each global batch that one input pipeline builds: those of its replicas,
-    ``first`` to ``first + local - 1`` of all ``total`` (the rows each replica takes, as
-    :func:`train.distribution.replica_slice` cuts a global batch of n rows: ceil(n / total)
-    each, fewer or none for the last). A dataset built with a share yields, per global batch,
-    a tuple of its replicas' batches (:meth:`rows`); without one, the global batch itself."""
+    """What one input pipeline builds of the epoch's global batches: those from batch
+    ``start`` on (a resumed epoch begins at its checkpointed batch, building none of the
+    ones before it) and, of each, the rows of its replicas, ``first`` to ``first + local - 1``
+    of all ``total`` (the rows each replica takes, as :func:`train.distribution.replica_slice`
+    cuts a global batch of n rows: ceil(n / total) each, fewer or none for the last). A
+    dataset built with a share yields, per global batch, a tuple of its replicas' batches
+    (:meth:`rows`); without one, every global batch itself."""
 
     first: int = 0
     local: int = 1
     total: int = 1
+    start: int = 0
 
     def rows(self, n: int) -> list[slice]:
         """Each of this pipeline's replicas' rows of a global batch of ``n`` rows."""
@@ -326,7 +329,7 @@ def numpy_batches(num_batches: int, select: Callable[[int], dict[str, np.ndarray
     holds ({name: [n, ...]}, a row each), ``build`` makes a batch from (some of) its rows,
     reading only their text; ``signature``: the dtype and shape of each field ``build``
     returns. With a ``share``, each element is a tuple of its replicas' batches, each built
-    from only that replica's rows. ``release`` (the split's
+    from only that replica's rows, from the share's ``start`` on. ``release`` (the split's
     :meth:`~tcnlm_tf.data.loading.SplitArrays.release`) is called after each batch, so
     that the pages of the memory maps it read leave the resident set again."""
     names = list(signature)
@@ -353,7 +356,9 @@ def numpy_batches(num_batches: int, select: Callable[[int], dict[str, np.ndarray
                         for i in range(parts))
         return batches[0] if share is None else batches
 
-    return tf.data.Dataset.range(num_batches).map(read, num_parallel_calls=tf.data.AUTOTUNE)
+    first = 0 if share is None else min(share.start, num_batches)
+    return tf.data.Dataset.range(first, num_batches).map(read,
+                                                         num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def each_part(dataset: tf.data.Dataset, finish: Callable[[dict], dict],

@@ -2,8 +2,10 @@
 
 Layout of one prepared corpus (a directory, ``<cache_dir>/prepared/<dataset>-<key>/``)::
 
-    manifest.json        format version, cache key, id dtypes, every shard of every split:
-                         its file, documents, sentences, words, topic words and SHA-256
+    manifest.json        format version, cache key, each vocabulary's file, size and
+                         SHA-256, every shard of every split: its file, documents,
+                         sentences, words, topic words and SHA-256, and each split's totals
+                         and counts file
     lm_vocab.txt         the LM vocabulary, one word per line (id = line number from 0)
     topic_vocab.txt      the topic-model vocabulary
     train-00000.h5 ...   the shards of each split, in order
@@ -14,7 +16,8 @@ Layout of one prepared corpus (a directory, ``<cache_dir>/prepared/<dataset>-<ke
 A shard is an HDF5 file of contiguous, uncompressed datasets (so that each can be
 memory-mapped: :func:`open_shard`) holding whole documents. Every offset is **global**
 (a position in the whole split), so the shards of a split read as one array each
-(:class:`ShardedArray`) and :class:`tcnlm_tf.data.loading.SplitArrays` keeps its meaning:
+(:class:`~tcnlm_tf.data.sharded_array.ShardedArray`) and
+:class:`tcnlm_tf.data.loading.SplitArrays` keeps its meaning:
 
 ``lm_ids``        [T_k] uint16 (int32 for an LM vocabulary over 65,536 words) LM ids
 ``topic_ids``     [U_k] uint16 (or int32) topic-vocabulary ids of the words in it
@@ -29,42 +32,44 @@ offset arrays, which hold one more entry than there are sentences or documents.
 A shard is written under a temporary name and renamed when complete
 (:class:`ShardWriter`), and so is the whole directory, after its manifest
 (:func:`tcnlm_tf.data.loading.load_corpus`): nothing that looks complete is ever partial.
-Opening checks each shard's size, format and checksum against the manifest and refuses a
-damaged, truncated or foreign one with a one-line :class:`CorruptShard` naming it.
+Opening checks the manifest's entries, each file's checksum, each shard's sizes and format,
+and, in the pass that follows each checksum's, the contents, which a checksum cannot vouch
+for when the manifest was written for wrong contents (by a faulty or older writer): ids of
+the preparation's dtype inside their vocabulary, offsets that ascend within their shard's
+part of the split (:func:`check_shard`), counts files that agree with the ids. It
+refuses a damaged, truncated, foreign or inconsistent file with a one-line
+:class:`CorruptShard` naming it and what is wrong.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import json
-import mmap
-import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import h5py
 import numpy as np
 
-from tcnlm_tf.errors import UserError
+from tcnlm_tf.data.corpus import atomic_write, write_bytes
+from tcnlm_tf.data.shard_checks import (TOTALS, VOCABULARY_NAMES, CorruptShard, check_shard,
+                                        manifest_entry, redo_advice)
+from tcnlm_tf.data.vocab import Vocabulary
 
-#: the shard layout's version (the manifest's ``format``)
-SHARD_FORMAT = 1
+#: the prepared corpus's layout version (the manifest's ``format`` and each shard's): 2
+#: gave the manifest the vocabularies' sizes and checksums
+SHARD_FORMAT = 2
 #: a new shard is begun once the current one holds at least this many words (about 10 MB of
 #: arrays held while writing, 2 bytes a word and 16 a sentence, and a file of that size)
 DEFAULT_SHARD_WORDS = 1 << 22
-#: the arrays of a shard, in order, and the dtype of each (ids: :func:`id_dtype`)
+#: the arrays of a shard, in order (the ids of the dtype
+#: :func:`~tcnlm_tf.data.shard_checks.id_dtype`, the offsets int64)
 ID_FIELDS = ("lm_ids", "topic_ids")
 OFFSET_FIELDS = ("sent_offsets", "topic_offsets", "doc_offsets", "doc_lines")
 MANIFEST = "manifest.json"
-
-
-class CorruptShard(UserError):
-    """A shard or manifest that is damaged, truncated, or from another preparation."""
-
-
-def id_dtype(vocab_size: int) -> np.dtype:
-    """uint16 where every id fits (at most 65,536 words), else int32."""
-    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.int32)
+#: the vocabularies of a prepared corpus: their names in the manifest, and their files
+VOCABULARIES = {"lm": "lm_vocab.txt", "topic": "topic_vocab.txt"}
 
 
 def shard_name(split: str, index: int) -> str:
@@ -149,19 +154,20 @@ class ShardWriter:
             self._flush()
 
     def _flush(self) -> None:
+        """Write the shard begun last. The HDF5 file is made in memory and written with
+        :func:`~tcnlm_tf.data.corpus.atomic_write`: a full disk is then one ``OSError``
+        naming the shard, where h5py writing the file itself raises multi-line errors
+        and may crash the process at exit."""
         name = shard_name(self.split, len(self.shards))
         path = self.directory / name
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        try:
-            with h5py.File(tmp, "w") as h5:
-                for field in ID_FIELDS + OFFSET_FIELDS:
-                    h5.create_dataset(field, data=self._buffers[field].array())
-                h5.attrs["format"] = SHARD_FORMAT
-                h5.attrs["split"] = self.split
-                h5.attrs["index"] = len(self.shards)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        image = io.BytesIO()
+        with h5py.File(image, "w") as h5:
+            for field in ID_FIELDS + OFFSET_FIELDS:
+                h5.create_dataset(field, data=self._buffers[field].array())
+            h5.attrs["format"] = SHARD_FORMAT
+            h5.attrs["split"] = self.split
+            h5.attrs["index"] = len(self.shards)
+        write_bytes(path, image.getvalue())
         self.lm_counts = add_counts(self.lm_counts,
                                     np.bincount(self._buffers["lm_ids"].array()))
         counts = {key: self.totals[key] - self._first[key] for key in self.totals}
@@ -175,13 +181,7 @@ class ShardWriter:
             self._flush()
         name = f"{self.split}-counts.npy"
         path = self.directory / name
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as handle:
-                np.save(handle, self.lm_counts)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(path, lambda handle: np.save(handle, self.lm_counts))
         return {"shards": self.shards, "lm_counts": {"file": name, "sha256": file_digest(path)},
                 **self.totals}
 
@@ -199,7 +199,7 @@ def check_file(path: Path, sha256: str | None, what: str, verify: bool) -> str:
     """Check that a file of the prepared corpus is there and (with ``verify``) has the
     manifest's SHA-256: a one-line :class:`CorruptShard` naming ``what`` and ``path``
     otherwise. Returns the advice every such error ends with."""
-    redo = f"delete {path.parent} to prepare the corpus again"
+    redo = redo_advice(path.parent)
     if not path.is_file():
         raise CorruptShard(f"{what} {path} is missing; {redo}")
     if verify and file_digest(path) != sha256:
@@ -208,23 +208,35 @@ def check_file(path: Path, sha256: str | None, what: str, verify: bool) -> str:
     return redo
 
 
-def open_counts(directory: Path, entry: dict, split: str, verify: bool = True
-                ) -> np.ndarray | None:
-    """A split's LM id counts ([V'] int64, V' at most the vocabulary), checked against its
-    manifest ``entry``; None for a preparation that stored none (one made by an earlier
-    version of this format), whose counts are then counted from the ids."""
-    counts = entry.get("lm_counts")
-    if counts is None:
-        return None
+def open_counts(directory: Path, entry: dict, split: str, vocab_size: int,
+                verify: bool = True, ids: tuple[int, int] | None = None) -> np.ndarray:
+    """A split's LM id counts ([V'] int64, V' at most the LM vocabulary's ``vocab_size``),
+    checked against its manifest ``entry`` (their total is the split's words) and, where
+    :func:`check_shard` read the split's ids (``ids``: the largest and their sum), against
+    those: as long as the largest id + 1, as written, and giving the ids' sum."""
+    counts = entry["lm_counts"]
     path = Path(directory) / counts["file"]
     redo = check_file(path, counts.get("sha256"), f"{split} counts file", verify)
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
         raise CorruptShard(f"{split} counts {path} are unreadable ({err}); {redo}") from None
-    if array.ndim != 1 or array.dtype != np.int64 or int(array.sum()) != entry["words"]:
-        raise CorruptShard(f"{split} counts {path} do not add up to the split's "
-                           f"{entry['words']} words; {redo}")
+    if array.ndim != 1 or array.dtype != np.int64:
+        raise CorruptShard(f"{split} counts {path} are of shape {array.shape} and dtype "
+                           f"{array.dtype}, not one int64 count per id; {redo}")
+    if len(array) > vocab_size:
+        raise CorruptShard(f"{split} counts {path} count {len(array)} ids, more than the "
+                           f"LM vocabulary's {vocab_size} words; {redo}")
+    if array.min(initial=0) < 0 or int(array.sum()) != entry["words"]:
+        raise CorruptShard(f"{split} counts {path} hold a negative count or do not add up to "
+                           f"the split's {entry['words']} words; {redo}")
+    if ids is not None:
+        largest, total = ids[0], ids[1] % (1 << 64)     # the sum as uint64 arithmetic gives it
+        counted = int(array.astype(np.uint64) @ np.arange(len(array), dtype=np.uint64))
+        if (len(array) - 1, counted) != (largest, total):
+            raise CorruptShard(f"{split} counts {path} are not the counts of the split's ids "
+                               f"(ids up to {len(array) - 1} adding up to {counted}, where the "
+                               f"shards hold ids up to {largest} adding up to {total}); {redo}")
     return array
 
 
@@ -284,134 +296,85 @@ def open_shard(path: Path, entry: dict, split: str, index: int,
     sizes = {"lm_ids": entry["words"], "topic_ids": entry["topic_words"],
              "sent_offsets": entry["sentences"], "topic_offsets": entry["sentences"],
              "doc_offsets": entry["documents"], "doc_lines": entry["documents"]}
-    wrong = [name for name, size in sizes.items() if len(arrays[name]) != size]
+    wrong = [name for name, size in sizes.items() if arrays[name].shape != (size,)]
     if wrong:
         raise CorruptShard(f"shard {path}: {', '.join(wrong)} not of the sizes its manifest "
                            f"gives; {redo}")
     return arrays
 
 
-class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
-    """The concatenation of one array's pieces (one per shard), read without copying them
-    together: ``len``, integer, slice (step 1) and integer-array indexing, each touching
-    only the pieces it needs; ``tail`` is one more element after the last piece (the
-    split's total, which ends an offset array). ``np.asarray``, numpy functions and
-    arithmetic read the whole array into memory (for small corpora and tests)."""
-
-    def __init__(self, pieces: Iterable[np.ndarray], tail: int | None = None,
-                 dtype: np.dtype | None = None):
-        pieces = list(pieces)
-        #: the memory maps the pieces read (see :meth:`release`)
-        self.maps = [piece._mmap for piece in pieces
-                     if isinstance(piece, np.memmap) and piece._mmap is not None]
-        self.pieces = [np.asarray(piece) for piece in pieces]
-        self.dtype = np.dtype(dtype) if dtype is not None else (
-            self.pieces[0].dtype if self.pieces else np.dtype(np.int64))
-        if tail is not None:
-            self.pieces.append(np.asarray([tail], self.dtype))
-        self.starts = np.cumsum([0] + [len(piece) for piece in self.pieces])
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def release(self) -> None:
-        """Unmap the pages of the memory maps that reads have mapped into this process
-        (``madvise(MADV_DONTNEED)``): they stay in the page cache, and the next read of one
-        maps it again (a minor fault), so nothing is lost. Without it, every page a run
-        has read, and the pages the kernel maps around each (fault-around: 64 KB), stay
-        in the process's resident set, up to the whole split by the end of an epoch."""
-        for mapping in self.maps:
-            mapping.madvise(mmap.MADV_DONTNEED)
-
-    @property
-    def shape(self) -> tuple[int]:
-        return (len(self),)
-
-    @property
-    def ndim(self) -> int:
-        return 1
-
-    @property
-    def size(self) -> int:
-        return len(self)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        whole = (np.concatenate(self.pieces).astype(self.dtype, copy=False) if self.pieces
-                 else np.zeros(0, self.dtype))
-        return whole if dtype is None else whole.astype(dtype, copy=False)
-
-    def astype(self, dtype, copy: bool = True) -> np.ndarray:
-        return np.asarray(self).astype(dtype)
-
-    def tolist(self) -> list:
-        return np.asarray(self).tolist()
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        inputs = tuple(np.asarray(x) if isinstance(x, ShardedArray) else x for x in inputs)
-        return getattr(ufunc, method)(*inputs, **kwargs)
-
-    def searchsorted(self, values, side: str = "left") -> np.ndarray:
-        """``np.searchsorted`` of the whole (sorted) array, searching only the pieces that
-        hold the values."""
-        values = np.asarray(values)
-        kept = [i for i, piece in enumerate(self.pieces) if len(piece)]
-        firsts = np.array([self.pieces[i][0] for i in kept])
-        which = np.searchsorted(firsts, values, side) - 1
-        out = np.zeros(values.shape, np.int64)
-        for k in np.unique(which[which >= 0]):
-            mask = which == k
-            piece = kept[k]
-            out[mask] = self.starts[piece] + np.searchsorted(self.pieces[piece], values[mask],
-                                                             side)
-        return out
-
-    def _piece(self, index: int) -> tuple[int, int]:
-        piece = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return piece, index - int(self.starts[piece])
-
-    def __getitem__(self, key):
-        n = len(self)
-        if isinstance(key, (int, np.integer)):
-            index = int(key) + n if key < 0 else int(key)
-            if not 0 <= index < n:
-                raise IndexError(f"index {key} is out of bounds for length {n}")
-            piece, local = self._piece(index)
-            return self.pieces[piece][local]
-        if isinstance(key, slice):
-            start, stop, step = key.indices(n)
-            if step != 1:
-                return np.asarray(self)[key]
-            if stop <= start:
-                return np.zeros(0, self.dtype)
-            first, begin = self._piece(start)
-            last, end = self._piece(stop - 1)
-            if first == last:
-                return np.asarray(self.pieces[first][begin:end + 1], self.dtype)
-            parts = [self.pieces[first][begin:]] + self.pieces[first + 1:last] + \
-                [self.pieces[last][:end + 1]]
-            return np.concatenate(parts).astype(self.dtype, copy=False)
-        index = np.asarray(key)
-        if index.dtype == bool:
-            return np.asarray(self)[index]
-        index = np.where(index < 0, index + n, index)
-        if index.size and (index.min() < 0 or index.max() >= n):
-            raise IndexError(f"index out of bounds for length {n}")
-        out = np.empty(index.shape, self.dtype)
-        which = np.searchsorted(self.starts, index, side="right") - 1
-        for piece in np.unique(which):
-            mask = which == piece
-            out[mask] = self.pieces[piece][index[mask] - self.starts[piece]]
-        return out
+def vocabulary_entries(directory: Path, vocabularies: dict[str, Vocabulary]) -> dict:
+    """The manifest's ``vocabularies``: for each one saved in ``directory`` (by its name in
+    :data:`VOCABULARIES`), its file, its size in words and its SHA-256."""
+    return {what: {"file": VOCABULARIES[what], "words": len(vocabulary),
+                   "sha256": file_digest(Path(directory) / VOCABULARIES[what])}
+            for what, vocabulary in vocabularies.items()}
 
 
-def searchsorted(array, values, side: str = "left") -> np.ndarray:
-    """``np.searchsorted`` of a numpy array or a :class:`ShardedArray`."""
-    if isinstance(array, ShardedArray):
-        return array.searchsorted(values, side)
-    return np.searchsorted(array, values, side)
+def open_vocabulary(directory: Path, manifest: dict, what: str, verify: bool = True,
+                    unk: str | None = None) -> Vocabulary:
+    """The ``what`` vocabulary (``lm`` or ``topic``) of the prepared corpus in ``directory``
+    (``unk``: its unknown word), checked against the ``manifest``: checksum (with
+    ``verify``), that it reads as a vocabulary, and its size."""
+    directory = Path(directory)
+    entries = manifest.get("vocabularies")
+    entry = manifest_entry(directory / MANIFEST,
+                           entries.get(what) if isinstance(entries, dict) else None,
+                           f"the {VOCABULARY_NAMES[what]}", VOCABULARIES[what], ("words",))
+    path, name = directory / entry["file"], VOCABULARY_NAMES[what]
+    redo = check_file(path, entry["sha256"], name, verify)
+    try:
+        vocabulary = Vocabulary.load(path, unk=unk)
+    except KeyError:
+        raise CorruptShard(f"{name} {path} is unreadable (it has no {unk}); {redo}") from None
+    except (OSError, ValueError) as err:
+        raise CorruptShard(f"{name} {path} is unreadable ({err}); {redo}") from None
+    if len(vocabulary) != entry["words"]:
+        raise CorruptShard(f"{name} {path} holds {len(vocabulary)} words, where its manifest "
+                           f"gives {entry['words']}; {redo}")
+    return vocabulary
 
 
-def chunks(array) -> list[np.ndarray]:
-    """The pieces of a :class:`ShardedArray` (its memory maps), or ``[array]``: for passes
-    over a whole array that need no more than one piece in memory."""
-    return list(array.pieces) if isinstance(array, ShardedArray) else [np.asarray(array)]
+def split_entry(directory: Path, manifest: dict, split: str) -> dict:
+    """The ``manifest``'s entry for ``split``, checked: its totals, its shards (named as the
+    preparation names them, each with its checksum and counts) adding up to them, and its
+    counts file's entry."""
+    path = Path(directory) / MANIFEST
+    splits = manifest.get("splits")
+    entry = manifest_entry(path, splits.get(split) if isinstance(splits, dict) else None,
+                           f"split {split}", None, TOTALS)
+    pieces = entry.get("shards")
+    if not isinstance(pieces, list) or not pieces:
+        raise CorruptShard(f"{path} lists no shard of split {split}; {redo_advice(path.parent)}")
+    for index, piece in enumerate(pieces):
+        manifest_entry(path, piece, f"shard {index} of split {split}",
+                       shard_name(split, index), TOTALS)
+    manifest_entry(path, entry.get("lm_counts"), f"the counts of split {split}",
+                   f"{split}-counts.npy", ())
+    wrong = [total for total in TOTALS if sum(piece[total] for piece in pieces) != entry[total]]
+    if wrong:
+        raise CorruptShard(f"{path}: the shards of split {split} do not add up to its "
+                           f"{', '.join(wrong)}; {redo_advice(path.parent)}")
+    return entry
+
+
+def open_split(directory: Path, entry: dict, split: str, vocab_sizes: tuple[int, int],
+               verify: bool = True) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+    """The arrays of each shard of ``split`` (:func:`open_shard`) and its LM id counts
+    (:func:`open_counts`), by its manifest ``entry`` (:func:`split_entry`). With ``verify``,
+    each shard's contents are checked as well (:func:`check_shard`), in the pass that
+    follows its checksum's, and the counts file against the LM ids seen there."""
+    directory = Path(directory)
+    begins = dict.fromkeys(("words", "topic_words", "sentences"), 0)
+    largest, total = -1, 0
+    opened = []
+    for index, piece in enumerate(entry["shards"]):
+        path = directory / piece["file"]
+        arrays = open_shard(path, piece, split, index, verify)
+        if verify:
+            high, added = check_shard(path, arrays, begins, vocab_sizes)
+            largest, total = max(largest, high), total + added
+        begins = {key: begins[key] + piece[key] for key in begins}
+        opened.append(arrays)
+    return opened, open_counts(directory, entry, split, vocab_sizes[0], verify,
+                               (largest, total) if verify else None)

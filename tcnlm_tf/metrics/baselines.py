@@ -9,7 +9,7 @@ from tcnlm_tf.data import synthetic
 from tcnlm_tf.data.corpus import read_corpus_file
 from tcnlm_tf.data.loading import Corpus, SplitArrays
 from tcnlm_tf.data.pipeline import EOS_ID, PAD_ID
-from tcnlm_tf.data.shards import chunks
+from tcnlm_tf.data.sharded_array import chunks
 from tcnlm_tf.data.vocab import UNK
 from tcnlm_tf.metrics.perplexity import perplexity
 

@@ -4,7 +4,8 @@
 ``evaluate.compare`` read it. :class:`RunDirectory` says where each of its files is, so no
 other module spells a file name of a run (a model's or decoder's own files, such as an SDLM
 run's ``knowledge_base.npz`` or an LDA+LSTM run's ``lda/``, are named by the code that writes
-them). Pure Python.
+them), and :class:`RunDirectoryWatch` tells the process that writes a run whether its directory
+is still the one it locked. Pure Python.
 """
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ import dataclasses
 import re
 from pathlib import Path
 
-from tcnlm_tf.runs.lock import LOCK_FILE
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.runs.lock import LOCK_FILE, RunLock, file_identity
+
+#: the name of a training checkpoint's carried-state file (:meth:`RunDirectory.resume_state`);
+#: its group is the checkpoint's step
+RESUME_STATE = re.compile(r"resume-state-(\d+)\.npz")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,3 +124,54 @@ class RunDirectory:
         (``ckpt-<n>.index``), which resuming finds by its number."""
         return (self.checkpoints / "checkpoint").is_file() or any(
             re.search(r"-\d+$", path.stem) for path in self.checkpoints.glob("*.index"))
+
+
+class RunDirectoryGone(UserError):
+    """The run directory a training writes was deleted, moved or replaced under it: one line
+    naming the directory and what shows it. The training stops there, rather than write
+    checkpoints, ``best/`` and ``metrics.json`` into a directory without the run's
+    ``config.json`` and vocabularies (which the evaluators and the exporter need) or into
+    another run's."""
+
+    def __init__(self, path: Path, what: str, sign: str):
+        super().__init__(f"run directory {path} was {what} while training ({sign}); nothing "
+                         "more is written: start the run again")
+
+
+class RunDirectoryWatch:
+    """Whether the run directory locked by ``lock`` (this process's
+    :class:`~tcnlm_tf.runs.lock.RunLock`, which ``train.run`` takes before it writes
+    anything) is still the one it locked: the one whose lock file the lock is on
+    (:meth:`RunLock.intact`). The lock keeps that file open, so no new file can take its
+    inode while it is held. Paths are followed through symlinks, so a run directory
+    reached through a linked ``--runs-dir`` is watched as well. A check takes a few
+    ``stat`` calls: cheap enough before every write."""
+
+    def __init__(self, lock: RunLock):
+        self.lock = lock
+        self.files = RunDirectory(lock.directory)
+
+    def problem(self) -> tuple[str, str] | None:
+        """None while the directory is the one locked; else what happened to it
+        (``"deleted or moved"`` or ``"replaced"``) and what shows it."""
+        if self.lock.intact():
+            return None
+        if file_identity(self.files.path) is None:
+            return "deleted or moved", "the directory is gone"
+        if file_identity(self.lock.path) is not None:
+            return "replaced", f"its {self.lock.name} is another process's"
+        if not self.files.config.is_file():
+            return "deleted or moved", f"{self.files.config.name} is gone"
+        return "deleted or moved", f"its {self.lock.name} is gone"
+
+    def made_again(self) -> bool:
+        """Whether a directory other than the one locked is at its path: made after the
+        one locked was deleted (the lock holds that one open, so a new one cannot take
+        its identity)."""
+        return file_identity(self.files.path) not in (None, self.lock.directory_identity)
+
+    def check(self) -> None:
+        """:class:`RunDirectoryGone` unless the directory is the one locked."""
+        found = self.problem()
+        if found is not None:
+            raise RunDirectoryGone(self.files.path, *found)

@@ -77,8 +77,9 @@ def load_run(directory: Path | str, precision: str | None = None,
     topic_vocab = load_run_vocabulary(files.topic_vocab)
     newest = checkpoint_paths(files.best) or checkpoint_paths(files.checkpoints)
     if not newest:
-        raise UserError(f"{directory} has no checkpoint yet: train it first "
-                        f"(python -m train.run --run-name {directory.name} --resume)")
+        raise UserError(f"{directory} has no checkpoint yet: its training stopped before it "
+                        f"saved one (python -m train.status shows it); train it again with "
+                        f"python -m train.run")
     if precision is not None:
         config.train.precision = precision
     model = build_model(config, lm_vocab, topic_vocab, directory)

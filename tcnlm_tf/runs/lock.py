@@ -8,6 +8,11 @@ operating system drops the lock when its process ends, however it ends, so a cra
 never leaves a stale lock behind. The file records the holder (host and process id) for the
 error message. ``flock`` is advisory and local to one machine's kernel on some network
 filesystems; on those it still separates processes of one machine.
+
+A held lock also tells its holder whether the directory is still the one it locked
+(:meth:`RunLock.intact`): a directory deleted, moved or replaced by another one takes its lock
+file with it, so the path no longer leads to the file the lock is on. :func:`held_lock` finds
+this process's lock on a directory, for the code that writes it.
 """
 from __future__ import annotations
 
@@ -23,17 +28,61 @@ LOCK_FILE = ".lock"
 PROBE_RETRY_SECONDS = 0.2
 
 
+#: this process's held locks, by :func:`_key`
+_HELD: dict[tuple[str, str], "RunLock"] = {}
+
+
+def _key(directory: Path | str, name: str) -> tuple[str, str]:
+    """The key of a lock in :data:`_HELD`: the directory's real path (one directory reached
+    through a symlink or a relative path is one key) and the lock file's name."""
+    return os.path.realpath(directory), name
+
+
+def file_identity(path: Path | str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what ``path`` leads to (symlinks followed), None when nothing
+    is there or a component of it is not a directory."""
+    try:
+        return _identity(os.stat(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    """What tells one file from every other while it exists: its device and inode."""
+    return status.st_dev, status.st_ino
+
+
 class RunLock:
     """A held lock on a run directory; :meth:`release` (or process exit) frees it."""
 
-    def __init__(self, directory: Path, handle: IO[str]):
+    def __init__(self, directory: Path, handle: IO[str], name: str = LOCK_FILE):
         self.directory = directory
+        self.name = name
         self._handle = handle
+        # the directory held open too: while the lock is held, no directory made at its
+        # path after it was deleted can have its identity
+        self._directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        #: ``(st_dev, st_ino)`` of the lock file this lock is on, and of its directory
+        self.identity = _identity(os.fstat(handle.fileno()))
+        self.directory_identity = _identity(os.fstat(self._directory_fd))
+
+    @property
+    def path(self) -> Path:
+        """The lock file."""
+        return self.directory / self.name
+
+    def intact(self) -> bool:
+        """Whether the lock file's path still leads to the file this lock is on: False once
+        the directory was deleted, moved or replaced (or the lock file alone was)."""
+        return file_identity(self.path) == self.identity
 
     def release(self) -> None:
+        if _HELD.get(_key(self.directory, self.name)) is self:
+            del _HELD[_key(self.directory, self.name)]
         if not self._handle.closed:
             fcntl.flock(self._handle, fcntl.LOCK_UN)
             self._handle.close()
+            os.close(self._directory_fd)
 
     def __enter__(self) -> "RunLock":
         return self
@@ -65,7 +114,14 @@ def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
     handle.truncate()
     handle.write(f"{socket.gethostname()} {os.getpid()}\n")
     handle.flush()
-    return RunLock(directory, handle)
+    lock = _HELD[_key(directory, name)] = RunLock(directory, handle, name)
+    return lock
+
+
+def held_lock(directory: Path | str, name: str = LOCK_FILE) -> RunLock | None:
+    """This process's lock on ``directory`` (taken by :func:`try_lock`, not yet released),
+    or None."""
+    return _HELD.get(_key(directory, name))
 
 
 def is_held(directory: Path | str, name: str = LOCK_FILE) -> bool:
