@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from typing import Iterator
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class SentenceExamples:
             chunks = -(-(lengths + 1) // seq_len)
             self.first[done + 1:done + 1 + len(chunks)] = np.cumsum(chunks) + self.first[done]
             done += len(chunks)
-        split.release()                   # the offsets' pages this pass mapped (8 B a sentence)
+            split.release()               # the offsets' pages this piece mapped
 
     def __len__(self) -> int:
         return int(self.first[-1])
@@ -163,18 +164,16 @@ class SentenceExamples:
     sentences = property(lambda self: self._whole("sentences"))
 
 
-def _offset_pieces(offsets) -> list[np.ndarray]:
+def _offset_pieces(offsets) -> Iterator[np.ndarray]:
     """An offset array [S+1] in overlapping pieces (each piece's last entry begins the
-    next), so that ``np.diff`` of each is a run of lengths; at most one shard in memory."""
-    pieces = chunks(offsets)
-    out, carry = [], None
-    for piece in pieces:
+    next), so that ``np.diff`` of each is a run of lengths: one shard's at a time."""
+    carry = None
+    for piece in chunks(offsets):
         if carry is not None:
             piece = np.concatenate([[carry], piece])
         if len(piece):
-            out.append(piece)
+            yield piece
             carry = piece[-1]
-    return out
 
 
 def sentence_examples(split, seq_len: int) -> SentenceExamples:
