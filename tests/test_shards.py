@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import shard_checks, shards
+from tcnlm_tf.data import shard_checks, sharded_array, shards
 from tcnlm_tf.data.corpus import write_corpus_file
 from tcnlm_tf.data.loading import load_corpus, open_prepared
 from tcnlm_tf.data.sharded_array import ShardedArray
@@ -167,7 +167,7 @@ PREPARE = """
 import sys, time
 from pathlib import Path
 from tcnlm_tf.config import DataConfig
-from tcnlm_tf.data import shard_checks, shards
+from tcnlm_tf.data import shard_checks, sharded_array, shards
 from tcnlm_tf.data.loading import load_corpus
 flush = shards.ShardWriter._flush
 shards.ShardWriter._flush = lambda self: (flush(self), time.sleep(0.2))
@@ -240,6 +240,8 @@ def test_scattered_reads_map_nothing(tmp_path):
     brings in the whole file), with the right values, duplicates and order kept."""
     values, mapped = _mapped_ids(tmp_path)
     array = ShardedArray([mapped[:10**7], mapped[10**7:]], tail=7)
+    assert mapped.nbytes > sharded_array.PREAD_ABOVE
+    assert ShardedArray([mapped[:1000]]).files == [None]       # small: through the map
     before = resident_file_mb()
     every_page = np.arange(0, len(values), 1024)[::-1]
     index = np.concatenate([every_page, every_page[:3], [len(values)]]).reshape(-1, 1)
@@ -252,8 +254,7 @@ def test_scattered_reads_map_nothing(tmp_path):
 def test_scattered_reads_keep_within_the_limit_of_open_files(tmp_path, monkeypatch):
     """More shard files than open descriptors allowed: each read still gives the right
     values; a file replaced while in use is an error, never another file's bytes."""
-    from tcnlm_tf.data import sharded_array
-
+    monkeypatch.setattr(sharded_array, "PREAD_ABOVE", 0)
     monkeypatch.setattr(sharded_array._Descriptors, "LIMIT", 2)
     monkeypatch.setattr(sharded_array, "_DESCRIPTORS", sharded_array._Descriptors())
     pieces = []

@@ -1,8 +1,8 @@
 """One array of a prepared corpus's split, stored in pieces (one per shard, each a memory
 map of its file), read as one: :class:`ShardedArray`.
 
-Scattered elements (a batch's sentences, their offsets) are read with ``pread``, not
-through the memory maps. A page touched through a map is mapped into the process together
+Scattered elements (a batch's sentences, their offsets) of an array over
+:data:`PREAD_ABOVE` bytes are read with ``pread``, not through the memory maps. A page touched through a map is mapped into the process together
 with the pages the kernel maps around it, a whole large folio of the page cache where the
 filesystem keeps them (up to 2 MB on ext4 under Linux 6: measured 0.2 to 2.3 MB a random
 touch), so that one batch of 64 random sentences of a large corpus maps over 100 MB of
@@ -23,6 +23,10 @@ import numpy as np
 #: elements closer than this many bytes are read with one call (a system call costs
 #: about what copying a page does)
 GAP_BYTES = 4096
+#: arrays of at most this many bytes are read through their memory maps, which is faster
+#: (no system call a run of elements) and maps no more than the array: all of a small
+#: corpus's arrays, a large one's document offsets
+PREAD_ABOVE = 64 << 20
 
 
 class _Descriptors:
@@ -115,8 +119,10 @@ class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
         #: the memory maps the pieces read (see :meth:`release`)
         self.maps = [piece._mmap for piece in pieces
                      if isinstance(piece, np.memmap) and piece._mmap is not None]
-        #: each memory-mapped piece's file (open) and byte offset, for :func:`gather`
-        self.files = [_FileArray.of(piece) for piece in pieces]
+        #: each memory-mapped piece's file and byte offset, where integer arrays index it
+        #: with ``pread`` (arrays larger than :data:`PREAD_ABOVE`); None: through the map
+        large = sum(piece.nbytes for piece in pieces) > PREAD_ABOVE
+        self.files = [_FileArray.of(piece) if large else None for piece in pieces]
         self.pieces = [np.asarray(piece) for piece in pieces]
         self.dtype = np.dtype(dtype) if dtype is not None else (
             self.pieces[0].dtype if self.pieces else np.dtype(np.int64))
