@@ -89,18 +89,13 @@ def read_record(path: Path, what: str) -> dict:
     """A JSON file of an ``evaluate.compare`` record (``compare.json``, a row's
     ``metrics.json`` or ``config.json``) as a dict; a :class:`UserError` that names the file
     and the option ``what`` that led to it where it is not a JSON object."""
-    import json
+    from tcnlm_tf.runs.directory import read_json_object
 
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{what}: cannot read {path} as JSON ({err}); restore it (git "
-                        "checkout -- FILE, for a committed record) or remove that "
-                        "record") from None
-    if not isinstance(found, dict):
-        raise UserError(f"{what}: {path} holds no JSON object; restore it (git checkout -- "
-                        "FILE, for a committed record) or remove that record")
-    return found
+        return read_json_object(path, "restore it (git checkout -- FILE, for a committed "
+                                      "record) or remove that record")
+    except UserError as err:
+        raise UserError(f"{what}: {err}") from None
 
 
 def emit(text: str, output: Path | None) -> str:

@@ -88,12 +88,18 @@ from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
 from tcnlm_tf.runs import provenance
 from tcnlm_tf.runs.directory import RunDirectory
 from tcnlm_tf.runs.lock import holder, try_lock
+from tcnlm_tf.runs.directory import read_json_object
 
 #: row name -> (model, the train.run flags that make it besides the shared ones)
 ROWS = compare_rows()
 SETTINGS_FILE = "compare.json"
 #: a run directory's files that go into its record besides the evaluated metrics.json
 RECORD_FILES = ("config", "topics", "coherence", "ablations")
+#: what to do about a damaged JSON file of a run or record, and about a damaged
+#: ``ablations.json`` (made again where it is gone)
+RESTORE = "restore it from a copy (git checkout -- FILE, for a committed record)"
+RESTORE_ABLATIONS = ("delete it (evaluate.compare --ablations evaluates the ablations "
+                     "again) or restore it from a copy")
 #: the comparison's outputs copied to --record-dir
 REPORT_FILES = ("comparison.md", "comparison.json", "valid_curves.png")
 COMMIT_ATTEMPTS = 5
@@ -214,7 +220,8 @@ def check_settings(directory: Path, settings: dict,
     ``directory`` yet (a row added to the comparison at a fixed budget)."""
     path = directory / SETTINGS_FILE
     if path.is_file():
-        saved = json.loads(path.read_text())
+        saved = read_json_object(path, "restore it from a copy (git checkout -- FILE, for a "
+                                       "committed record): it holds the comparison's settings")
         changed = sorted(k for k in settings.keys() | saved.keys()
                          if saved.get(k) != settings.get(k)
                          and k not in ("max_epochs", "fixed_budget", "data_dir"))
@@ -251,7 +258,7 @@ def budget_flags(train_args: list[str]) -> list[str]:
 def finished(run_dir: Path) -> dict | None:
     """The metrics of the run in ``run_dir`` if it reached its test evaluation, else None."""
     path = RunDirectory(run_dir).metrics
-    metrics = json.loads(path.read_text()) if path.is_file() else {}
+    metrics = read_json_object(path, RESTORE) if path.is_file() else {}
     return metrics if "test_perplexity" in metrics else None
 
 
@@ -448,7 +455,7 @@ def ablation_evaluations(run_dir: Path) -> dict[str, float]:
     """Test perplexity of a topic run under each of its :func:`ablation_flags`, computed
     once into ``ablations.json`` (an ablation it lacks is computed and added)."""
     path = RunDirectory(run_dir).ablations
-    result = json.loads(path.read_text()) if path.is_file() else {}
+    result = read_json_object(path, RESTORE_ABLATIONS) if path.is_file() else {}
     missing = {name: flags for name, flags in ablation_flags(run_dir).items()
                if name not in result}
     if missing:
@@ -492,7 +499,8 @@ def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
         if not path.is_file():
             continue
         if path.suffix == ".json":     # the machine's paths written as <data-dir>
-            text = json.dumps(provenance.portable(json.loads(path.read_text()), data_dir),
+            advice = RESTORE_ABLATIONS if name == "ablations" else RESTORE
+            text = json.dumps(provenance.portable(read_json_object(path, advice), data_dir),
                               indent=2)
             write_text(target / path.name, text + "\n")
         else:

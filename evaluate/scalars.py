@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 from evaluate.common import parser
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.directory import read_json_object
+
+
+def epoch_ends(metrics: Path) -> list[int]:
+    """The step at which each epoch of ``metrics`` (a run's ``metrics.json``) ended; a
+    :class:`UserError` naming the file where it is damaged or lists no such steps."""
+    advice = "restore it from a copy (the TensorBoard log alone does not say where epochs end)"
+    epochs = read_json_object(metrics, advice).get("epochs")
+    if not (isinstance(epochs, list) and all(isinstance(e, dict) and isinstance(e.get("step"), int)
+                                             for e in epochs)):
+        raise UserError(f"{metrics} has no list of epochs with their steps: {advice}")
+    return [entry["step"] for entry in epochs]
 
 
 def epoch_means(run_dir, tag: str) -> list[float]:
@@ -23,7 +36,10 @@ def epoch_means(run_dir, tag: str) -> list[float]:
     if not metrics.is_file():
         raise UserError(f"{run_dir} has no metrics.json: is it a run directory made by "
                         "`python -m train.run` that finished an epoch?")
-    ends = [entry["step"] for entry in json.loads(metrics.read_text())["epochs"]]
+    ends = epoch_ends(metrics)
+    if not files.tensorboard.is_dir():
+        raise UserError(f"{files.tensorboard} is gone: the run's TensorBoard log holds the "
+                        "scalars; restore the folder from a copy")
     accumulator = event_accumulator.EventAccumulator(
         str(files.tensorboard), size_guidance={event_accumulator.TENSORS: 0})
     accumulator.Reload()

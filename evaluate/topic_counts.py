@@ -61,6 +61,11 @@ def entries(directory: Path) -> list[dict]:
         coherence = metrics.get("coherence")
         if "test_perplexity" not in metrics or not coherence:
             continue
+        test = metrics["test_perplexity"]
+        if isinstance(test, bool) or not isinstance(test, (int, float)):
+            raise UserError(f"--records: {path} gives the test_perplexity {test!r}, not a "
+                            "number; restore it (git checkout -- FILE, for a committed "
+                            "record) or remove that record")
         config = read_record(path.parent / "config.json", "--records")
         topics = config.get("model", {}).get("options", {}).get("num_topics")
         if topics is None:
@@ -68,7 +73,7 @@ def entries(directory: Path) -> list[dict]:
                             "for a run with topics; restore the record's config.json")
         found.append({"row": row_of(path.parent.name) or path.parent.name,
                       "topics": int(topics), "coherence": coherence,
-                      "test": metrics["test_perplexity"], "where": path.parent})
+                      "test": test, "where": path.parent})
     return found
 
 

@@ -66,14 +66,15 @@ def print_table(title: str, rows: list[tuple[str, float | None]]) -> None:
 
 def _check_vocabularies(run_dir: Path, corpus) -> None:
     """A resumed run's weights index its saved vocabularies: the corpus must rebuild them."""
+    from tcnlm_tf.runs.loading import load_run_vocabulary   # imports TensorFlow: not for --help
     files = RunDirectory(run_dir)
     for path, vocab in ((files.lm_vocab, corpus.lm_vocab), (files.topic_vocab, corpus.topic_vocab)):
         name = path.name
-        saved = path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
-        if saved is None:
+        if not path.is_file():
             raise UserError(f"cannot resume {run_dir}: its {name} is missing; the corpus "
                             f"builds it again ({len(vocab)} words): restore it from a copy, "
                             "or start a new run")
+        saved = load_run_vocabulary(path).words     # damaged (not UTF-8): one line
         if saved != list(vocab.words):
             raise UserError(f"cannot resume {run_dir}: its {name} ({len(saved)} words) "
                             f"differs from the vocabulary this corpus and tcnlm-tf version "

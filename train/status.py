@@ -8,8 +8,9 @@ Every run directory (one with a ``config.json``) directly under ``--runs-dir`` o
 down (a comparison's runs, ``<runs-dir>/<comparison>/<run>``) is listed. A run is
 *running* while a process holds its lock (:mod:`tcnlm_tf.runs.lock`), *finished* once its
 ``metrics.json`` has a test perplexity, and otherwise *to resume* from its newest checkpoint
-(or *not started* without one). Reads files only: it starts no TensorFlow, and it probes a
-run's lock for an instant without keeping it.
+(or *not started* without one); a run whose ``metrics.json`` cannot be read says so in its
+state, with the file and what is wrong with it below the table. Reads files only: it starts
+no TensorFlow, and it probes a run's lock for an instant without keeping it.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from tcnlm_tf.config import RunConfig, default_runs_dir
 from tcnlm_tf.errors import UserError, exit_on_user_error
-from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory, read_json_object
 from tcnlm_tf.runs.lock import holder, is_held
 
 #: metrics.json's ``stopped`` -> how the table says it
@@ -85,10 +86,13 @@ def summary(path: Path, root: Path, now: float) -> dict:
     except (OSError, ValueError, TypeError, KeyError, UserError) as err:
         return {"run": str(path.relative_to(root)), "state_kind": "unreadable",
                 "state": "unreadable config.json", "error": str(err)}
-    try:
-        metrics = json.loads(run.metrics.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        metrics = {}
+    metrics, unreadable = {}, None
+    if run.metrics.is_file():
+        try:
+            metrics = read_json_object(run.metrics, "restore it from a copy; the checkpoints "
+                                                    "are intact")
+        except UserError as err:
+            unreadable = str(err)
     history = metrics.get("epochs") or []
     valid = [(e["valid_perplexity"], e["epoch"]) for e in history
              if math.isfinite(e.get("valid_perplexity", math.nan))]
@@ -104,7 +108,9 @@ def summary(path: Path, root: Path, now: float) -> dict:
         kind, state = "not started", "not started"
     test = metrics.get("test_perplexity")
     return {
-        "run": str(path.relative_to(root)), "state_kind": kind, "state": state,
+        "run": str(path.relative_to(root)), "state_kind": kind,
+        "state": state + (" (metrics.json unreadable)" if unreadable else ""),
+        **({"error": unreadable} if unreadable else {}),
         "model": config.model.model + ("" if config.model.mode == "sentence"
                                        else f" ({config.model.mode})"),
         "epochs": f"{len(history)}/{config.train.epochs}",

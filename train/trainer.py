@@ -83,7 +83,7 @@ from tcnlm_tf.models.base import LanguageModel, Task, has_topics
 from tcnlm_tf.runs.checkpoints import (model_checkpoint, quiet_pruning,
                                        restore_newest_readable, tidy_checkpoints)
 from tcnlm_tf.runs.directory import (RESUME_STATE, RunDirectory, RunDirectoryGone,
-                                     RunDirectoryWatch)
+                                     RunDirectoryWatch, read_json_object)
 from tcnlm_tf.runs.lock import held_lock
 from train.distribution import (SUM, StallGuard, collective_timeout, input_share, is_chief,
                                 make_strategy, replica_slice)
@@ -597,14 +597,32 @@ class Trainer:
             self.learning_rate.assign(learning_rate)
             self.log(f"learning rate set to {learning_rate:g} (--learning-rate)")
         self._set_learning_rate()
-        metrics = self.run_files.metrics
-        if metrics.is_file():
-            saved = json.loads(metrics.read_text())
-            self.history = saved["epochs"]
-            self.provenance = saved.get("provenance", [])
+        self._read_history()
         self.log(f"resumed from {latest}: epoch {int(self.epoch) + 1}, batch "
                  f"{int(self.batch_in_epoch)}, step {self.step}")
         return True
+
+    def _read_history(self) -> None:
+        """The epoch history and provenance of a resumed run from its ``metrics.json``; a
+        damaged one (not JSON, not an object, no list of epochs) is one line naming it,
+        since rewriting it would lose the history for good; a missing one after a finished
+        epoch is a notice, as the run goes on from the checkpoint's weights without it."""
+        metrics = self.run_files.metrics
+        advice = ("restore it from a copy, or delete it to resume without the epoch history; "
+                  "the checkpoints are intact")
+        if not metrics.is_file():
+            epochs = int(self.epoch)
+            if epochs:
+                self.log(f"note: {metrics} is gone: the history of the run's {epochs} "
+                         f"finished epoch{'s' * (epochs > 1)} is lost (the checkpoint holds "
+                         "the weights); resuming, and metrics.json lists the epochs from here "
+                         "on")
+            return
+        saved = read_json_object(metrics, advice)
+        if not isinstance(saved.get("epochs"), list):
+            raise UserError(f"{metrics} has no list of epochs: {advice}")
+        self.history = saved["epochs"]
+        self.provenance = saved.get("provenance", [])
 
     def _set_learning_rate(self) -> None:
         """Every optimiser follows the run's (decayed) learning rate."""
@@ -804,15 +822,23 @@ class Trainer:
     def _read_resume_state(self) -> dict[str, np.ndarray] | None:
         """The arrays of ``resume-state-<step>.npz`` beside the checkpoint just restored,
         or None when there is none; a ``ValueError`` naming the file when it is damaged
-        (truncated, not an npz, an unreadable array)."""
+        (truncated, not an npz, an unreadable array, or random-stream states whose shape or
+        dtype is not that of this model's, which assigning them would fail on)."""
         path = self.run_files.resume_state(self.step)
         if not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as saved:
-                return {name: saved[name] for name in saved.files}
+                arrays = {name: saved[name] for name in saved.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise ValueError(f"{path.name} is damaged ({err})") from None
+        if sum(name.startswith("seed_") for name in arrays) == len(self._seed_states):
+            for i, variable in enumerate(self._seed_states):
+                array, current = arrays.get(f"seed_{i}"), variable.numpy()
+                if array is None or (array.shape, array.dtype) != (current.shape, current.dtype):
+                    raise ValueError(f"{path.name} is damaged (its seed_{i} is not a "
+                                     f"{current.dtype} array of shape {current.shape})")
+        return arrays
 
     def _restore_resume_state(self, arrays: dict[str, np.ndarray] | None
                               ) -> dict[str, np.ndarray]:

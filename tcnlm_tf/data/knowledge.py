@@ -93,6 +93,7 @@ import math
 import os
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -619,7 +620,8 @@ def load(path: str | Path) -> KnowledgeBase:
                 source=str(npz["source"]),
             )
         kb.validate()
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile,
+            zlib.error) as err:     # zlib.error: a compressed array with bit rot
         raise UserError(f"{path} is not a valid knowledge base ({err}); delete it to "
                         "rebuild it") from None
     return kb

@@ -2,13 +2,13 @@
 map of its file), read as one: :class:`ShardedArray`.
 
 Scattered elements (a batch's sentences, their offsets) of an array over
-:data:`PREAD_ABOVE` bytes are read with ``pread``, not through the memory maps. A page touched through a map is mapped into the process together
-with the pages the kernel maps around it, a whole large folio of the page cache where the
-filesystem keeps them (up to 2 MB on ext4 under Linux 6: measured 0.2 to 2.3 MB a random
-touch), so that one batch of 64 random sentences of a large corpus maps over 100 MB of
-its ids and offsets, and the batches in flight several times that, all counted in the
-process's resident set. ``pread`` copies the bytes asked for into a small buffer and maps
-nothing (:class:`_FileArray`).
+:data:`PREAD_ABOVE` bytes are read with ``pread``, not through the memory maps. A page
+touched through a map is mapped into the process together with the pages the kernel maps
+around it, a whole large folio of the page cache where the filesystem keeps them (up to 2
+MB on ext4 under Linux 6: measured 0.2 to 2.3 MB a random touch), so that one batch of 64
+random sentences of a large corpus maps over 100 MB of its ids and offsets, and the
+batches in flight several times that, all counted in the process's resident set. ``pread``
+copies the bytes asked for into a small buffer and maps nothing (:class:`_FileArray`).
 """
 from __future__ import annotations
 

@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
 import itertools
 import math
 import json
 import pathlib
 import zipfile
+import zlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -334,52 +336,102 @@ def _truth_arrays(truth: SyntheticTruth) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _stored_config(directory: pathlib.Path) -> SyntheticConfig | None:
-    """The config of a complete corpus in ``directory``, or None if there is none."""
-    if not all((directory / f"{s}.txt").is_file() for s in SPLITS):
-        return None
+def _file_digests(directory: pathlib.Path) -> dict[str, str | None]:
+    """The SHA-256 of each split file of ``directory`` by name (None for a missing one):
+    :func:`write_corpus` stores them in ``truth.npz`` to tell a corpus reused from the cache
+    from one edited, truncated or rotted since, which would train silently."""
+    digests: dict[str, str | None] = {}
+    for split in SPLITS:
+        path = directory / f"{split}.txt"
+        if path.is_file():
+            with open(path, "rb") as f:
+                digests[path.name] = hashlib.file_digest(f, "sha256").hexdigest()
+        else:
+            digests[path.name] = None
+    return digests
+
+
+def _stored_config(directory: pathlib.Path) -> tuple[SyntheticConfig | None, str | None]:
+    """``(config, None)`` for a complete corpus in ``directory`` whose files are those
+    written; ``(None, why)`` for one that cannot be reused (damaged, or written by an
+    earlier version without digests); ``(None, None)`` when there is none."""
+    if not (directory / TRUTH_FILE).is_file():
+        return None, None
     try:
-        with np.load(directory / TRUTH_FILE, allow_pickle=False) as npz:
-            return SyntheticConfig.from_dict(json.loads(str(npz["config"])))
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, UserError):
-        return None
+        truth, written = _read_truth(directory / TRUTH_FILE)
+    except ValueError as error:
+        return None, str(error)
+    if written is None:
+        return None, ("an earlier version wrote it, without the digests of its text files "
+                      "to check them by")
+    found = _file_digests(directory)
+    changed = sorted(name for name in found if found[name] != written.get(name))
+    if changed:
+        return None, f"{', '.join(changed)} missing or changed since written"
+    return truth.config, None
 
 
-def write_corpus(directory: pathlib.Path, config: SyntheticConfig) -> pathlib.Path:
+def write_corpus(directory: pathlib.Path, config: SyntheticConfig,
+                 log: Callable[[str], None] = print) -> pathlib.Path:
     """Generate and write ``{train,valid,test}.txt`` (TDLM format) and ``truth.npz``.
 
-    Does nothing if ``directory`` already holds a complete corpus of the same config.
+    Does nothing if ``directory`` already holds a complete corpus of the same config whose
+    text files are those written (their digests are stored in ``truth.npz``); a damaged one
+    is generated again, with a notice to ``log``.
     ``truth.npz`` marks completeness: it is removed first and written last, and every file
     is written to a temporary name and renamed, so an interrupted write never looks complete.
     Returns ``directory``.
     """
     directory = pathlib.Path(directory)
-    if _stored_config(directory) == config:
+    stored, damage = _stored_config(directory)
+    if stored == config:
         return directory
+    if damage is not None:
+        log(f"note: the synthetic corpus in {directory} cannot be reused ({damage}): "
+            "generating it again")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / TRUTH_FILE).unlink(missing_ok=True)
     corpus, truth = generate(config)
     for split in SPLITS:
         write_corpus_file(directory / f"{split}.txt", corpus[split])
-    atomic_write(directory / TRUTH_FILE, lambda f: np.savez_compressed(f, **_truth_arrays(truth)))
+    arrays = {**_truth_arrays(truth), "digests": np.array(json.dumps(_file_digests(directory)))}
+    atomic_write(directory / TRUTH_FILE, lambda f: np.savez_compressed(f, **arrays))
     return directory
 
 
+def _read_truth(path: pathlib.Path) -> tuple[SyntheticTruth, dict[str, str] | None]:
+    """The truth in ``path`` and the digests of the text files stored with it (None in a
+    corpus of an earlier version); a ``ValueError`` naming the file when it is damaged
+    (truncated, not an npz, a member failing its checksum or its decompression)."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            truth = SyntheticTruth(
+                words=[str(w) for w in npz["words"]],
+                topic_word=npz["topic_word"],
+                class_word=npz["class_word"],
+                start=npz["start"],
+                transition=npz["transition"],
+                theta={s: npz[f"theta_{s}"] for s in SPLITS},
+                config=SyntheticConfig.from_dict(json.loads(str(npz["config"]))),
+            )
+            digests = json.loads(str(npz["digests"])) if "digests" in npz.files else None
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile,
+            zlib.error, UserError) as err:
+        raise ValueError(f"{path} is damaged ({err})") from None
+    return truth, digests
+
+
 def load_truth(directory) -> SyntheticTruth:
-    """The :class:`SyntheticTruth` stored by :func:`write_corpus` in ``directory``."""
+    """The :class:`SyntheticTruth` stored by :func:`write_corpus` in ``directory``; a
+    :class:`UserError` naming ``truth.npz`` when it is missing or damaged."""
     path = pathlib.Path(directory) / TRUTH_FILE
     if not path.is_file():
         raise UserError(f"{path} not found: write the synthetic corpus there first")
-    with np.load(path, allow_pickle=False) as npz:
-        return SyntheticTruth(
-            words=[str(w) for w in npz["words"]],
-            topic_word=npz["topic_word"],
-            class_word=npz["class_word"],
-            start=npz["start"],
-            transition=npz["transition"],
-            theta={s: npz[f"theta_{s}"] for s in SPLITS},
-            config=SyntheticConfig.from_dict(json.loads(str(npz["config"]))),
-        )
+    try:
+        return _read_truth(path)[0]
+    except ValueError as error:
+        raise UserError(f"{error}; delete it: train.run on this synthetic corpus config "
+                        "generates the corpus again") from None
 
 
 # ----------------------------------------------------------------------------- the oracle

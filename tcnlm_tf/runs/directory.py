@@ -10,6 +10,7 @@ is still the one it locked. Pure Python.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -175,3 +176,29 @@ class RunDirectoryWatch:
         found = self.problem()
         if found is not None:
             raise RunDirectoryGone(self.files.path, *found)
+
+
+#: Python's name of a parsed JSON value's type -> JSON's, for saying what a file holds
+JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number",
+              "bool": "boolean", "NoneType": "null"}
+
+
+def read_json_object(path: Path, advice: str) -> dict:
+    """The JSON object in ``path`` (a run's ``metrics.json``, a record's file); a
+    :class:`UserError` that names the file, what is wrong with it and ``advice`` (what to
+    do) where it cannot be read, is not UTF-8 JSON (truncated, random bytes, bit rot) or
+    holds another JSON value than an object, which every reader indexes by key."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UserError(f"cannot read {path} ({err.strerror}): {advice}") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"cannot read {path} as JSON (not UTF-8 text: {err.reason} at byte "
+                        f"{err.start}): {advice}") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"cannot read {path} as JSON ({err.msg} at line {err.lineno}, "
+                        f"column {err.colno}): {advice}") from None
+    if not isinstance(found, dict):
+        kind = JSON_TYPES.get(type(found).__name__, type(found).__name__)
+        raise UserError(f"{path} holds no JSON object (but a JSON {kind}): {advice}")
+    return found

@@ -16,6 +16,7 @@ this process's lock on a directory, for the code that writes it.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -110,12 +111,24 @@ def try_lock(directory: Path | str, wait: bool = False, name: str = LOCK_FILE
                 handle.close()
                 return None
             time.sleep(0.01)
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{socket.gethostname()} {os.getpid()}\n")
-    handle.flush()
+    _record_holder(handle, directory / name)
     lock = _HELD[_key(directory, name)] = RunLock(directory, handle, name)
     return lock
+
+
+def _record_holder(handle: IO[str], path: Path) -> None:
+    """Write this process's host and id into the locked file ``handle`` at ``path``, for
+    :func:`holder`. A write that fails (a full disk) frees the lock and raises an
+    ``OSError`` naming ``path``: the buffered write's own error names no file."""
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{socket.gethostname()} {os.getpid()}\n")
+        handle.flush()
+    except OSError as error:
+        with contextlib.suppress(OSError):  # closing flushes again, fails again, and
+            handle.close()                  # closes (and so unlocks) the file all the same
+        raise OSError(error.errno, error.strerror, str(path)) from None
 
 
 def held_lock(directory: Path | str, name: str = LOCK_FILE) -> RunLock | None:

@@ -261,7 +261,14 @@ def load_export(path: Path) -> LoadedModel:
     reads exports through it too)."""
     import tensorflow as tf
 
-    loaded = tf.saved_model.load(str(path))
+    try:
+        loaded = tf.saved_model.load(str(path))
+    except (OSError, ValueError, IndexError, tf.errors.OpError) as error:
+        # a saved_model.pb that does not parse; variables/ missing, failing its checksums
+        # or cut short (IndexError: "Read less bytes than requested")
+        reason = (str(error).strip() or type(error).__name__).splitlines()[0][:200]
+        raise UserError(f"the export {path} is damaged and cannot be loaded ({reason}); "
+                        "export the run again (`python -m train.export`)") from None
     if "score" not in loaded.signatures or not hasattr(loaded, "context_kind"):
         raise UserError(f"{path} was not exported by `python -m train.export` (it has no "
                         "score signature or context_kind); re-export the run")
