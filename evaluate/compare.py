@@ -80,8 +80,8 @@ from evaluate.compare_report import (DIVERSITY_HEADER, DOCUMENT_LSTM, RunKey, ab
                                      aggregate, coherence_table, curves, curves_png,
                                      diversity_table, table, write_tensorboard)
 from tcnlm_tf.arguments import MAX_SEED, dataset_name, finite_float, integer, integer_list
-from tcnlm_tf.config import (DATASETS, PRESETS, default_cache_dir, default_data_dir,
-                             default_runs_dir)
+from tcnlm_tf.config import (DATASETS, PRESETS, RunConfig, default_cache_dir,
+                             default_data_dir, default_runs_dir)
 from tcnlm_tf.data.corpus import atomic_copy, write_bytes, write_text
 from tcnlm_tf.errors import FILESYSTEM_ERRNOS, UserError, exit_on_user_error
 from tcnlm_tf.models.registry import MODELS, all_options, compare_rows
@@ -443,10 +443,9 @@ def ablation_flags(run_dir: Path) -> dict[str, list[str]]:
     shuffled and uninformative ("uniform") topics and, for a sentence-mode run trained under
     ``rest``, the preceding text only (``preceding``: how Zheng, Vafa and Blei's code scores
     a model trained on the rest of each document)."""
-    config = json.loads(RunDirectory(run_dir).config.read_text())
+    config = RunConfig.load(RunDirectory(run_dir).config)
     flags = {source: ["--topics", source] for source in ("shuffled", "uniform")}
-    if (config["model"]["mode"] == "sentence"
-            and config["data"].get("context", "rest") == "rest"):
+    if config.model.mode == "sentence" and config.data.context == "rest":
         flags["preceding"] = ["--context", "preceding"]
     return flags
 
@@ -481,9 +480,9 @@ def evaluated(run_dir: Path, metrics: dict, model: str, ablations: bool) -> dict
                                  default=float))
 
 
-def data_dir_of(run_dir: Path) -> str | None:
+def data_dir_of(run_dir: Path) -> str:
     """The data directory the run in ``run_dir`` read its corpus from (its config.json)."""
-    return json.loads(RunDirectory(run_dir).config.read_text()).get("data", {}).get("data_dir")
+    return RunConfig.load(RunDirectory(run_dir).config).data.data_dir
 
 
 def write_record(record_dir: Path, run_dir: Path, metrics: dict) -> list[Path]:
@@ -569,10 +568,10 @@ def commit_files(paths: list[Path], message: str) -> None:
 
 def size_of(run_dir: Path) -> str:
     """``layers x hidden`` (and ``T`` for the topic models) from the run's config.json."""
-    model = json.loads(RunDirectory(run_dir).config.read_text())["model"]
-    size = f"{model['num_layers']}x{model['hidden_size']}"
-    if "num_topics" in model.get("options", {}):
-        size += f", T={model['options']['num_topics']}"
+    model = RunConfig.load(RunDirectory(run_dir).config).model
+    size = f"{model.num_layers}x{model.hidden_size}"
+    if "num_topics" in model.options:
+        size += f", T={model.options['num_topics']}"
     return size
 
 

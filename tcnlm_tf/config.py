@@ -276,6 +276,9 @@ class RunConfig:
                    "depend on it, but the model is rebuilt from it")
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UserError(f"cannot read {path} ({error.strerror}): check its permissions, "
+                            "or restore it from a copy") from None
         except UnicodeDecodeError as error:
             raise UserError(damaged % f"not UTF-8 text: {error.reason} at byte "
                                       f"{error.start}") from None

@@ -1,7 +1,8 @@
 """Damaged inputs that a command reads back: a run's vocabulary file, a resume state, an
-export, the run lock on a full disk, a knowledge base and a cached synthetic corpus. Each
-ends as one line naming the file and what to do, or is passed over or generated again with a
-notice, never a traceback or a training on damaged text."""
+export, the run lock on a full disk, a knowledge base, a cached synthetic corpus and a
+corpus's training text of random bytes. Each ends as one line naming the file and what to
+do, or is passed over or generated again with a notice, never a traceback or a training on
+damaged text."""
 import errno
 import shutil
 import struct
@@ -20,6 +21,7 @@ from tcnlm_tf.runs import lock as lock_module
 from tcnlm_tf.runs.directory import RunDirectory
 from tcnlm_tf.serving.api import load_export
 from tests.conftest import TINY, run_flags
+from tests.test_cli import assert_one_line_error, run
 from train.run import _check_vocabularies, main
 from train.trainer import Trainer
 
@@ -234,3 +236,59 @@ def test_a_synthetic_truth_with_bit_rot(tmp_path):
     syn.write_corpus(directory, SMALL, log=notices.append)
     assert len(notices) == 1 and "truth.npz" in notices[0]
     np.testing.assert_array_equal(syn.load_truth(directory).topic_word, truth.topic_word)
+
+
+# ------------------------------------------------------------------ a corpus's own text
+
+def test_a_training_split_of_random_bytes_names_the_file(tmp_path):
+    """Random bytes read as a few short lines (the rest skipped as not text), too few words
+    for a vocabulary: the one line says which file it read and what it skipped."""
+    corpus = tmp_path / "data" / "mycorpus"
+    corpus.mkdir(parents=True)
+    garbage_file = corpus / "train.txt"
+    garbage_file.write_bytes(np.random.default_rng(0).bytes(20000))
+    for split in ("valid", "test"):
+        (corpus / f"{split}.txt").write_text("the cat sat\tthe dog ran\n" * 3)
+    result = run("--dataset", "mycorpus", "--data-dir", str(tmp_path / "data"),
+                 *run_flags(tmp_path, "garbage"))
+    assert_one_line_error(result, str(garbage_file), "lines skipped as not text",
+                          "no word occurs at least 10 times")
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"format": "tcnlm_tf.preset", "format_ver', "as JSON"),
+    ('["tcnlm_tf.preset"]', "holds no JSON object"),
+    ('{"format": "tcnlm_tf.preset", "format_version": "1"}', "format_version is '1'"),
+])
+def test_a_preset_with_damaged_metadata_is_one_error(tmp_path, text, said):
+    """A preset's metadata.json truncated, of another JSON type or with a format version
+    that is no number is one line naming the file (not a traceback from json or from the
+    version comparison)."""
+    from tcnlm_tf.serving.preset import load_preset
+
+    (tmp_path / "metadata.json").write_text(text)
+    with pytest.raises(UserError) as raised:
+        load_preset(tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and str(tmp_path / "metadata.json") in message
+    assert said in message and "train.preset" in message
+
+
+def test_a_run_configuration_that_cannot_be_read_is_one_error(tmp_path, monkeypatch):
+    """config.json that exists but cannot be read (permissions, an I/O error) is one line
+    naming it, not an OSError traceback."""
+    from pathlib import Path
+
+    from tcnlm_tf.config import RunConfig
+
+    path = tmp_path / "config.json"
+    path.write_text("{}")
+
+    def refused(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    with pytest.raises(UserError) as raised:
+        RunConfig.load(path)
+    assert str(raised.value) == (f"cannot read {path} (Permission denied): check its "
+                                 "permissions, or restore it from a copy")

@@ -1,19 +1,25 @@
 """A run's or a record's JSON file damaged: ``metrics.json`` truncated, random bytes or a JSON
-list, ``compare.json`` or ``ablations.json`` not JSON, a record whose test perplexity is a
-string, a run's ``tensorboard/`` deleted. Every reader (``train.run --resume``,
+list (also between two writes of a training), ``config.json``, ``compare.json`` or
+``ablations.json`` not JSON, a record whose test perplexity is a string, a run's
+``tensorboard/`` deleted or an event file in it damaged. Every reader (``train.run``,
 ``train.status``, ``evaluate.scalars``, ``evaluate.record``, ``evaluate.compare``,
 ``evaluate.topic_counts``) ends in one line naming the file, or says so in its table, and
-leaves the file as it was; a deleted ``metrics.json`` resumes with a notice."""
+leaves the file as it was; a deleted ``metrics.json`` resumes with a notice, and an event file
+cut short inside its last record (a kill mid-write) is read up to the cut with a warning."""
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 import shutil
+import types
 
 import pytest
 
 from evaluate import compare, record, scalars, topic_counts
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.errors import UserError
+from tcnlm_tf.runs.directory import RunDirectory
 from tests.conftest import TINY_EPOCH, run_flags
 from tests.test_status import make_run
 from tests.test_topic_counts import write_records
@@ -76,6 +82,71 @@ def test_scalars_without_its_tensorboard_folder_is_one_line(tmp_path, capsys):
                    f"{tmp_path / 'tensorboard'} is gone")
 
 
+def logged_run(path):
+    """A run directory whose metrics.json ends epochs at steps 4 and 8 and whose one event
+    file logs ``train/loss`` = step at steps 1 to 8 (epoch means 2.5 and 6.5); returns the
+    event file."""
+    import tensorflow as tf
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "metrics.json").write_text(json.dumps(
+        {"epochs": [{**METRICS["epochs"][0], "epoch": epoch, "step": step}
+                    for epoch, step in ((1, 4), (2, 8))]}))
+    writer = tf.summary.create_file_writer(str(path / "tensorboard"))
+    with writer.as_default():
+        for step in range(1, 9):
+            tf.summary.scalar("train/loss", float(step), step=step)
+    writer.close()
+    return next((path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def inverted_middle(data):
+    """``data`` with 16 bytes in its middle inverted, as bit rot does."""
+    middle = len(data) // 2 - 8
+    return data[:middle] + bytes(255 - b for b in data[middle:middle + 16]) + data[middle + 16:]
+
+
+def loss_means(run, capsys):
+    """``evaluate.scalars --tag train/loss`` of ``run``: its means and its stderr lines."""
+    capsys.readouterr()
+    means = scalars.main(["--run", str(run), "--tag", "train/loss"])
+    return means, capsys.readouterr().err.strip().splitlines()
+
+
+def test_scalars_of_whole_event_files_say_nothing_more(tmp_path, capsys):
+    logged_run(tmp_path)
+    assert loss_means(tmp_path, capsys) == ([2.5, 6.5], [])
+
+
+@pytest.mark.parametrize("damage", [inverted_middle, lambda data: random.Random(3).randbytes(
+    len(data))], ids=["bit rot in the middle", "random bytes"])
+def test_scalars_names_a_damaged_event_file_and_keeps_it(tmp_path, capsys, damage):
+    events = logged_run(tmp_path)
+    events.write_bytes(damage(events.read_bytes()))
+    written = events.read_bytes()
+    one_line_error(capsys, lambda: scalars.main(["--run", str(tmp_path), "--tag", "train/loss"]),
+                   f"{events} is damaged", "fails its checksum", "restore it from a copy")
+    assert events.read_bytes() == written
+
+
+def test_scalars_reads_an_event_file_cut_short_up_to_the_cut_and_says_so(tmp_path, capsys):
+    events = logged_run(tmp_path)
+    events.write_bytes(events.read_bytes()[:-5])      # a kill mid-write: the last record torn
+    means, err = loss_means(tmp_path, capsys)
+    assert means == [2.5, 6.0]
+    assert len(err) == 1 and err[0].startswith(f"warning: {events} ends in a record cut "
+                                               "short"), err
+    assert "its steps up to 7 are read" in err[0]
+
+
+def test_scalars_names_an_event_file_that_links_to_nothing(tmp_path, capsys):
+    logged_run(tmp_path)
+    gone = tmp_path / "tensorboard" / "events.out.tfevents.2.moved"
+    gone.symlink_to(tmp_path / "elsewhere" / "events.out.tfevents.2")
+    one_line_error(capsys, lambda: scalars.main(["--run", str(tmp_path), "--tag", "train/loss"]),
+                   f"cannot read {gone} (No such file or directory)", "restore it")
+
+
 def finished_run(path):
     """A run directory with a configuration and a finished metrics.json."""
     path.mkdir(parents=True)
@@ -125,6 +196,35 @@ def test_compare_names_a_damaged_row_record(tmp_path, case):
         compare.finished(row)
     assert str(row / "metrics.json") in str(error.value) and DAMAGE[case][1] in \
         str(error.value)
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_compare_names_a_damaged_run_configuration(tmp_path, case):
+    run = finished_run(tmp_path / "runs" / "tcnlm")
+    written = damaged(run / "config.json", case)
+    for read in (lambda: compare.ablation_flags(run), lambda: compare.size_of(run),
+                 lambda: compare.data_dir_of(run),
+                 lambda: compare.write_record(tmp_path / "records", run, METRICS)):
+        with pytest.raises(UserError, match="config.json") as error:
+            read()
+        assert f"{run / 'config.json'} is damaged" in str(error.value) and "restore it" in \
+            str(error.value)
+    assert (run / "config.json").read_bytes() == written
+    assert not (tmp_path / "records" / "tcnlm" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_training_names_a_metrics_file_damaged_between_its_writes(tmp_path, case):
+    from train.trainer import Trainer
+
+    written = damaged(tmp_path / "metrics.json", case)
+    trainer = types.SimpleNamespace(run_files=RunDirectory(tmp_path),
+                                    _writing=lambda made=None: contextlib.nullcontext())
+    with pytest.raises(UserError, match="metrics.json") as error:
+        Trainer.write_metrics(trainer)
+    assert str(tmp_path / "metrics.json") in str(error.value) and DAMAGE[case][1] in \
+        str(error.value) and "the checkpoints are intact" in str(error.value)
+    assert (tmp_path / "metrics.json").read_bytes() == written
 
 
 def test_topic_counts_refuses_a_test_perplexity_that_is_no_number(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """A run directory with a damaged file: config.json truncated, not JSON or
-not an object; lm_vocab.txt deleted, one line short or a word twice. Evaluating it and
-resuming it each end in one line naming the file, never a traceback or blame on the
-checkpoints, and leave the file as it was."""
+not an object; lm_vocab.txt deleted, one line short or a word twice; two words of a
+vocabulary swapped (a valid file of the right size); vocab_digests.json damaged. Evaluating
+it and resuming it each end in one line naming the file, never a traceback, blame on the
+checkpoints or numbers for a scrambled vocabulary, and leave the file as it was."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,9 @@ import shutil
 import pytest
 
 from evaluate.perplexity import main as perplexity
+from tcnlm_tf.errors import UserError
+from tcnlm_tf.runs.loading import load_run
+from tcnlm_tf.serving.preset import load_preset, save_preset
 from tests.conftest import TINY, run_flags
 from train.run import main as train
 
@@ -39,6 +43,14 @@ def repeat_line(path):
     path.write_text("\n".join(lines + lines[-1:]) + "\n")
 
 
+def swap_words(path):
+    """Two words past the specials trade lines: a valid vocabulary of the same size, whose
+    ids now name each other's word."""
+    lines = path.read_text().splitlines()
+    lines[3], lines[4] = lines[4], lines[3]
+    path.write_text("\n".join(lines) + "\n")
+
+
 DAMAGE = {
     "config-truncated": ("config.json", truncate, "config.json is damaged (not JSON"),
     "config-a-list": ("config.json", lambda p: p.write_text("[]\n"),
@@ -51,6 +63,8 @@ DAMAGE = {
     "vocab-deleted": ("lm_vocab.txt", lambda p: p.unlink(), "lm_vocab.txt"),
     "vocab-line-short": ("lm_vocab.txt", drop_line, "lm_vocab.txt"),
     "vocab-word-twice": ("lm_vocab.txt", repeat_line, "lm_vocab.txt"),
+    "vocab-swapped": ("lm_vocab.txt", swap_words, "lm_vocab.txt"),
+    "topic-vocab-swapped": ("topic_vocab.txt", swap_words, "topic_vocab.txt"),
 }
 
 
@@ -75,3 +89,32 @@ def test_a_damaged_run_file_is_named_in_one_line(trained, case, command, capsys)
     assert "Traceback" not in err and "checkpoint" not in last.split(":")[1]
     after = (run_dir / name).read_bytes() if (run_dir / name).exists() else None
     assert after == before
+
+
+def digest_a_number(path):
+    path.write_text('{"lm_vocab.txt": 7}\n')
+
+
+@pytest.mark.parametrize("damage", [truncate, digest_a_number])
+def test_damaged_vocabulary_digests_are_named_in_one_line(trained, damage, capsys):
+    """Evaluating: the digests cannot vouch for the vocabularies (a resume rewrites them
+    from the corpus's, which it compares with the files)."""
+    run_dir = trained / "runs" / f"digests-{damage.__name__}"
+    shutil.copytree(trained / "runs" / "good", run_dir)
+    damage(run_dir / "vocab_digests.json")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        perplexity(["--run", str(run_dir)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert str(run_dir / "vocab_digests.json") in err and "restore it" in err
+
+
+def test_a_preset_with_swapped_words_is_one_error(trained, tmp_path):
+    """A preset keeps the run's digests beside the vocabularies in its assets/."""
+    preset = save_preset(load_run(trained / "runs" / "good"), tmp_path / "preset")
+    swap_words(preset / "assets" / "lm_vocab.txt")
+    with pytest.raises(UserError, match="was changed after the run wrote it") as error:
+        load_preset(preset)
+    assert str(preset / "assets" / "lm_vocab.txt") in str(error.value)

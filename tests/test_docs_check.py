@@ -100,3 +100,12 @@ def test_blocks_that_need_shared_are_skipped_without_it(tmp_path):
     outcomes = check_file(doc, shared=tmp_path / "absent", report=lambda line: None)
     assert [(o.kind, o.line) for o in outcomes] == [("skipped", 1), ("parsed", 6)]
     assert "../shared" in outcomes[0].message
+
+
+def test_long_block_parses_a_package_run_by_its_main():
+    """``python -m tests.faults`` runs the package's ``__main__``: its flags are parsed there
+    (a bad one fails), not refused for the package having no ``main``."""
+    outcomes = check_long(long_block("python -m tests.faults --quick --kinds disk-full\n"
+                                     "python -m tests.faults --no-such-flag\n"))
+    assert [o.kind for o in outcomes] == ["parsed", "failed"]
+    assert "--no-such-flag" in outcomes[1].message

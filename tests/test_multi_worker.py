@@ -107,7 +107,7 @@ def test_two_workers_match_one_process(tmp_path):
     # worker's is left
     assert sorted(p.name for p in (runs / "run").iterdir()) == [
         ".lock", "checkpoints", "config.json", "lm_vocab.txt", "metrics.json", "tensorboard",
-        "topic_vocab.txt"]
+        "topic_vocab.txt", "vocab_digests.json"]
     assert (runs / "run" / ".lock").read_text().split()[1].isdigit()   # host, pid
     assert json.loads((runs / "run" / "metrics.json").read_text())["steps"] == 3
 

@@ -7,9 +7,7 @@ import math
 
 import pytest
 
-pytest.importorskip("torch")
-
-from benchmarks.torch_reference_lm import main  # noqa: E402
+from benchmarks.torch_reference_lm import main
 
 #: trains tiny runs: `make test` runs it, `make test-fast` leaves it out
 pytestmark = pytest.mark.slow

@@ -103,11 +103,13 @@ def merged(parser: argparse.ArgumentParser,
 
 
 def capture_parser(module_name: str) -> argparse.ArgumentParser:
-    """The argument parser of ``python -m module_name`` (module docstring); a
+    """The argument parser of ``python -m module_name`` (its ``__main__`` for a package); a
     :class:`CaptureError` when the module cannot be imported, has no ``main``, or its
     ``main([])`` ends without parsing."""
     try:
         module = importlib.import_module(module_name)
+        if hasattr(module, "__path__"):          # a package: python -m runs its __main__
+            module = importlib.import_module(f"{module_name}.__main__")
     except ImportError as err:
         raise CaptureError(f"cannot import {module_name}: {err}") from None
     main = getattr(module, "main", None)

@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     corpus = load_corpus(config.data, cache_dir=args.cache_dir)
     config.validate_for_vocabulary(len(corpus.lm_vocab))
     # TensorFlow is imported only once flags and data are known to be good: fast errors.
+    from tcnlm_tf.runs.loading import save_vocabularies
     from train.distribution import (COLLECTIVE_ERRORS, collective_failure, is_chief,
                                     make_strategy)
     from train.summaries import write_failure
@@ -136,10 +137,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         if chief:
             run_dir.mkdir(parents=True, exist_ok=True)
-            files = RunDirectory(run_dir)   # each written atomically: other workers reading
-            config.save(files.config)       # it never see half a file
-            corpus.lm_vocab.save(files.lm_vocab)
-            corpus.topic_vocab.save(files.topic_vocab)
+            # each written atomically: other workers reading it never see half a file
+            config.save(RunDirectory(run_dir).config)
+            save_vocabularies(run_dir, corpus.lm_vocab, corpus.topic_vocab)
         return _train(args, config, corpus, run_dir, strategy, new_rate)
     except COLLECTIVE_ERRORS as error:
         if config.train.strategy != "multi_worker":

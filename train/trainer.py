@@ -94,6 +94,10 @@ from train.summaries import (TOP_WORDS, projector_tables, write_hparams, write_p
 #: the keys of metrics.json that the test evaluation writes: a run that trains on after it
 #: (a raised --epochs) and is stopped no longer has the weights they describe
 TESTED = ("test_perplexity", "test_tokens", "test_documents", "test_tasks", "baselines")
+#: what to do about a damaged metrics.json (read at --resume and before each write of it):
+#: rewriting it from what the run holds would lose what only the file keeps
+RESTORE_METRICS = ("restore it from a copy, or delete it to resume without the epoch history; "
+                   "the checkpoints are intact")
 #: what the terms checked by ``Trainer._check_finite`` are
 TERM_NAMES = {"nll": "language-model loss", "aux": "model's other loss terms (aux_loss)",
               "gradient": "gradient norm", "weights": "first weight with a NaN or infinite value",
@@ -608,8 +612,6 @@ class Trainer:
         since rewriting it would lose the history for good; a missing one after a finished
         epoch is a notice, as the run goes on from the checkpoint's weights without it."""
         metrics = self.run_files.metrics
-        advice = ("restore it from a copy, or delete it to resume without the epoch history; "
-                  "the checkpoints are intact")
         if not metrics.is_file():
             epochs = int(self.epoch)
             if epochs:
@@ -618,9 +620,9 @@ class Trainer:
                          "the weights); resuming, and metrics.json lists the epochs from here "
                          "on")
             return
-        saved = read_json_object(metrics, advice)
+        saved = read_json_object(metrics, RESTORE_METRICS)
         if not isinstance(saved.get("epochs"), list):
-            raise UserError(f"{metrics} has no list of epochs: {advice}")
+            raise UserError(f"{metrics} has no list of epochs: {RESTORE_METRICS}")
         self.history = saved["epochs"]
         self.provenance = saved.get("provenance", [])
 
@@ -977,10 +979,10 @@ class Trainer:
     def write_metrics(self, without: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
         """Write ``metrics.json`` (history, best validation perplexity, any ``extra``, less
         the keys ``without`` that an earlier write left; the chief only) and return its
-        contents."""
+        contents; a damaged one (not JSON, not an object) is one line naming it."""
         path = self.run_files.metrics
         with self._writing():
-            metrics = json.loads(path.read_text()) if path.is_file() else {}
+            metrics = read_json_object(path, RESTORE_METRICS) if path.is_file() else {}
         for key in without:
             metrics.pop(key, None)
         train_tokens = self.corpus.splits["train"].num_predicted_tokens(self.config.data.line_end)

@@ -281,16 +281,25 @@ def _vocabularies(config: DataConfig, directory: Path, log: Callable[[str], None
                   ) -> tuple[Vocabulary, Vocabulary]:
     """The first pass: the training split's word and document counts, and the LM and
     topic-model vocabularies built from them (memory: the word types, not the text)."""
-    stats = ReadStats()
+    stats, path = ReadStats(), directory / "train.txt"
     documents = (document for _, document in
-                 _documents(directory / "train.txt", config, lambda line: None, stats))
+                 _documents(path, config, lambda line: None, stats))
     counts, doc_counts = word_counts(documents)
-    lm_vocab = build_lm_vocab(counts, config.min_freq)
+    lm_vocab = build_lm_vocab(counts, config.min_freq, source=_what_was_read(path, stats))
     topic_vocab = build_topic_vocab(
         lm_vocab, counts, doc_counts, load_stopwords(config.stopwords),
         min_docs=config.topic_min_docs, top_fraction=config.topic_top_fraction,
         top_among=config.topic_top_among)
     return lm_vocab, topic_vocab
+
+
+def _what_was_read(path: Path, stats: ReadStats) -> str:
+    """``path`` and how much of it was read, as an error about its words names the file: a
+    file of random bytes reads as a few short lines, its other lines skipped as not text."""
+    skipped = stats.undecodable_lines + stats.lines_with_nul_bytes
+    return (f"{path} (read: {stats.documents} document(s), {stats.tokens} words"
+            + (f"; {skipped} lines skipped as not text: is it the corpus's text?"
+               if skipped else "") + ")")
 
 
 def _encode_splits(config: DataConfig, directory: Path, target: Path, lm_vocab: Vocabulary,

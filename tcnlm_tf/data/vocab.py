@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import math
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -57,6 +58,16 @@ class Vocabulary:
         """One word per line, written atomically (a reader never sees half a file)."""
         write_lines(path, self.words)
 
+    def digest(self) -> str:
+        """The SHA-256 (hex) of the words in their order, as :meth:`save` writes them (one
+        UTF-8 line each): ``sha256sum`` of the saved file. A run keeps it beside its
+        vocabulary files to tell one changed since it was written: two swapped words still
+        make a valid file of the same size."""
+        hasher = hashlib.sha256()
+        for word in self.words:
+            hasher.update(word.encode("utf-8") + b"\n")
+        return hasher.hexdigest()
+
     @classmethod
     def load(cls, path: Path, unk: str | None = None) -> "Vocabulary":
         return cls(decode_text(Path(path).read_bytes()).splitlines(), unk=unk)
@@ -79,12 +90,14 @@ def _by_frequency(counts: collections.Counter, words: Iterable[str]) -> list[str
     return sorted(words, key=lambda w: (-counts[w], w))
 
 
-def build_lm_vocab(counts: collections.Counter, min_freq: int = 10) -> Vocabulary:
-    """LM vocabulary: specials, then words with count >= min_freq by decreasing frequency."""
+def build_lm_vocab(counts: collections.Counter, min_freq: int = 10,
+                   source: str = "the training split") -> Vocabulary:
+    """LM vocabulary: specials, then words with count >= min_freq by decreasing frequency.
+    ``source``: where ``counts`` were read, as the error names it when no word is kept."""
     kept = [w for w, c in counts.items() if c >= min_freq and w not in LM_SPECIALS]
     if not kept:
         raise UserError(
-            f"no word occurs at least {min_freq} times in the training split; "
+            f"no word occurs at least {min_freq} times in {source}; "
             "lower --min-freq or use a larger corpus")
     return Vocabulary(list(LM_SPECIALS) + _by_frequency(counts, kept), unk=UNK)
 

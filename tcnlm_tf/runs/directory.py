@@ -29,6 +29,9 @@ class RunDirectory:
     ``config``        config.json, the run's :class:`~tcnlm_tf.config.RunConfig`
     ``lm_vocab``      lm_vocab.txt, the LM vocabulary (one word per line, id = line)
     ``topic_vocab``   topic_vocab.txt, the topic-model vocabulary
+    ``vocab_digests`` vocab_digests.json, the SHA-256 of each vocabulary file as the run
+                      wrote it (:func:`tcnlm_tf.runs.loading.load_vocabularies`; runs of
+                      earlier versions have none)
     ``checkpoints``   checkpoints/, the newest training checkpoints, with each one's
                       carried-state file (:meth:`resume_state`)
     ``best``          best/, the weights of the best validation perplexity
@@ -59,6 +62,10 @@ class RunDirectory:
     @property
     def topic_vocab(self) -> Path:
         return self.path / "topic_vocab.txt"
+
+    @property
+    def vocab_digests(self) -> Path:
+        return self.path / "vocab_digests.json"
 
     @property
     def checkpoints(self) -> Path:
@@ -113,9 +120,9 @@ class RunDirectory:
         """What the model and its decoder keep in the run directory for themselves (such as
         ``lda/`` or ``knowledge_base.npz``): every entry that is none of the files above,
         sorted."""
-        own = {self.config, self.lm_vocab, self.topic_vocab, self.checkpoints, self.best,
-               self.tensorboard, self.metrics, self.lock, self.topics, self.coherence,
-               self.recovery, self.ablations}
+        own = {self.config, self.lm_vocab, self.topic_vocab, self.vocab_digests,
+               self.checkpoints, self.best, self.tensorboard, self.metrics, self.lock,
+               self.topics, self.coherence, self.recovery, self.ablations}
         return sorted(p for p in self.path.iterdir()
                       if p not in own and not p.match("topics_doc*.png"))
 

@@ -1,14 +1,17 @@
 """Loading a trained run directory (``runs/<name>``) for evaluation, generation and export.
 
-A run directory holds ``config.json``, ``lm_vocab.txt``, ``topic_vocab.txt`` and the
-checkpoints written by ``python -m train.run``; :func:`load_run` rebuilds the model from the
-configuration and restores its best weights (or the latest checkpoint's, if no epoch
-finished). :func:`encode_documents` turns any documents into the run's id arrays.
+A run directory holds ``config.json``, ``lm_vocab.txt``, ``topic_vocab.txt`` (with their
+SHA-256 in ``vocab_digests.json``, :func:`save_vocabularies`) and the checkpoints written by
+``python -m train.run``; :func:`load_run` rebuilds the model from the configuration and
+restores its best weights (or the latest checkpoint's, if no epoch finished).
+:func:`encode_documents` turns any documents into the run's id arrays.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import tensorflow as tf
 
 from tcnlm_tf.config import RunConfig
 from tcnlm_tf.data import pipeline
-from tcnlm_tf.data.corpus import Document
+from tcnlm_tf.data.corpus import Document, atomic_write
 from tcnlm_tf.data.loading import SplitArrays, corpus_location, encode_split
 from tcnlm_tf.data.pipeline import EOS_ID
 from tcnlm_tf.data.vocab import UNK, Vocabulary
@@ -25,7 +28,7 @@ from tcnlm_tf.models import build_model
 from tcnlm_tf.models.base import LanguageModel, has_topics
 from tcnlm_tf.runs.checkpoints import (checkpoint_paths, model_checkpoint, restore_newest_readable,
                                        shape_mismatches)
-from tcnlm_tf.runs.directory import RunDirectory
+from tcnlm_tf.runs.directory import RunDirectory, read_json_object
 
 
 @dataclasses.dataclass
@@ -73,8 +76,7 @@ def load_run(directory: Path | str, precision: str | None = None,
     files = RunDirectory(directory)
     config = RunConfig.load(files.config)
     config.data.data_dir = corpus_location(config.data, data_dir)
-    lm_vocab = load_run_vocabulary(files.lm_vocab, unk=UNK)
-    topic_vocab = load_run_vocabulary(files.topic_vocab)
+    lm_vocab, topic_vocab = load_vocabularies(directory)
     newest = checkpoint_paths(files.best) or checkpoint_paths(files.checkpoints)
     if not newest:
         raise UserError(f"{directory} has no checkpoint yet: its training stopped before it "
@@ -109,6 +111,54 @@ def load_run_vocabulary(path: Path, unk: str | None = None) -> Vocabulary:
         raise UserError(f"{path} is damaged: it has no {unk} line; restore it") from None
     except ValueError as error:
         raise UserError(f"{path} is damaged ({error}); restore it") from None
+
+
+def save_vocabularies(directory: Path, lm_vocab: Vocabulary, topic_vocab: Vocabulary) -> None:
+    """Write the vocabulary files of the run directory ``directory``, then
+    ``vocab_digests.json``: the SHA-256 of each (:meth:`Vocabulary.digest`, by file name),
+    by which :func:`load_vocabularies` tells a file changed since. Each is written
+    atomically."""
+    files = RunDirectory(directory)
+    lm_vocab.save(files.lm_vocab)
+    topic_vocab.save(files.topic_vocab)
+    text = json.dumps({files.lm_vocab.name: lm_vocab.digest(),
+                       files.topic_vocab.name: topic_vocab.digest()}, indent=2) + "\n"
+    atomic_write(files.vocab_digests, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def load_vocabularies(directory: Path) -> tuple[Vocabulary, Vocabulary]:
+    """The LM and topic-model vocabularies in ``directory`` (a run directory, or a preset's
+    ``assets/``), each checked against the SHA-256 that ``vocab_digests.json`` holds of it:
+    the weights index the words by line, so a file edited since (two words swapped leave a
+    valid file of the right size) would give numbers for a scrambled mapping; it is a
+    :class:`UserError` naming the file. Without ``vocab_digests.json`` (a run or preset of an
+    earlier version) the files are read unchecked."""
+    files = RunDirectory(directory)
+    lm_vocab = load_run_vocabulary(files.lm_vocab, unk=UNK)
+    topic_vocab = load_run_vocabulary(files.topic_vocab)
+    digests = _stored_digests(files)
+    for path, vocab in ((files.lm_vocab, lm_vocab), (files.topic_vocab, topic_vocab)):
+        if digests is not None and vocab.digest() != digests[path.name]:
+            raise UserError(f"{path} was changed after the run wrote it: its words or their "
+                            "order are not those the weights index (its SHA-256 is not the "
+                            f"one in {files.vocab_digests.name}); restore it from a copy, "
+                            "or train the run again (python -m train.run)")
+    return lm_vocab, topic_vocab
+
+
+def _stored_digests(files: RunDirectory) -> dict[str, str] | None:
+    """The SHA-256 of each vocabulary file that ``vocab_digests.json`` holds, by file name;
+    None without one (an earlier version's run), a :class:`UserError` naming it when it is
+    damaged."""
+    path = files.vocab_digests
+    if not path.exists():
+        return None
+    advice = "restore it from a copy, or delete it to read the vocabularies unchecked"
+    digests = read_json_object(path, advice)
+    for name in (files.lm_vocab.name, files.topic_vocab.name):
+        if not re.fullmatch(r"[0-9a-f]{64}", str(digests.get(name))):
+            raise UserError(f"{path} is damaged (it holds no SHA-256 of {name}): {advice}")
+    return digests
 
 
 def _restore(model: LanguageModel, files: RunDirectory) -> str:

@@ -10,7 +10,8 @@ its checkpoints or its corpus.
                            topic count, the run and checkpoint the weights come from
       model.weights.h5     the weights (Keras ``save_weights``; float32 whatever precision
                            the run trained in)
-      assets/              the vocabularies (lm_vocab.txt, topic_vocab.txt) and the files the
+      assets/              the vocabularies (lm_vocab.txt, topic_vocab.txt, and their SHA-256
+                           in vocab_digests.json where the run has it) and the files the
                            model reads for itself (an LDA+LSTM's lda/, an SDLM's
                            knowledge_base.npz, ...)
 
@@ -83,11 +84,13 @@ def save_preset(run, directory: Path) -> Path:
 
 
 def _assets(run) -> list[Path]:
-    """The files of ``run`` that go to a preset's assets/: its vocabularies and the model's
-    own files (those of a preset's assets/ where ``run`` was loaded from a preset)."""
+    """The files of ``run`` that go to a preset's assets/: its vocabularies (with their
+    digests, where the run has them) and the model's own files (those of a preset's assets/
+    where ``run`` was loaded from a preset)."""
     if is_preset(run.directory):
         return sorted((run.directory / ASSETS).iterdir())
-    return [run.files.lm_vocab, run.files.topic_vocab, *run.files.model_files()]
+    digests = [run.files.vocab_digests] if run.files.vocab_digests.exists() else []
+    return [run.files.lm_vocab, run.files.topic_vocab, *digests, *run.files.model_files()]
 
 
 def load_preset(directory: Path, precision: str | None = None):
@@ -95,15 +98,22 @@ def load_preset(directory: Path, precision: str | None = None):
     the preset, its ``checkpoint`` the weights file); ``precision`` as
     :func:`~tcnlm_tf.runs.loading.load_run`."""
     from tcnlm_tf.config import RunConfig
-    from tcnlm_tf.data.vocab import UNK
     from tcnlm_tf.models import build_model
-    from tcnlm_tf.runs.loading import Run, build_weights, load_run_vocabulary
+    from tcnlm_tf.runs.directory import read_json_object
+    from tcnlm_tf.runs.loading import Run, build_weights, load_vocabularies
 
     directory = Path(directory)
-    metadata = json.loads((directory / METADATA).read_text())
-    if metadata.get("format_version", 0) > PRESET_FORMAT_VERSION:
+    metadata = read_json_object(directory / METADATA,
+                                "restore the preset from its source, or save it again "
+                                "(python -m train.preset)")
+    version = metadata.get("format_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise UserError(f"{directory / METADATA} is damaged (its format_version is "
+                        f"{version!r}, not a whole number): restore the preset from its "
+                        "source, or save it again (python -m train.preset)")
+    if version > PRESET_FORMAT_VERSION:
         raise UserError(f"{directory} is a preset of format version "
-                        f"{metadata['format_version']}; this tcnlm_tf reads up to "
+                        f"{version}; this tcnlm_tf reads up to "
                         f"{PRESET_FORMAT_VERSION}: upgrade tcnlm_tf")
     weights = directory / WEIGHTS
     if not weights.is_file():
@@ -113,8 +123,7 @@ def load_preset(directory: Path, precision: str | None = None):
     if precision is not None:
         config.train.precision = precision
     assets = directory / ASSETS
-    lm_vocab = load_run_vocabulary(assets / "lm_vocab.txt", unk=UNK)
-    topic_vocab = load_run_vocabulary(assets / "topic_vocab.txt")
+    lm_vocab, topic_vocab = load_vocabularies(assets)
     model = build_model(config, lm_vocab, topic_vocab, assets)
     build_weights(model)
     try:

@@ -76,6 +76,8 @@ TARGETS = (
     Target("run/lm_vocab.txt", in_run("lm_vocab.txt"),
            (PERPLEXITY, "evaluate.perplexity --text-file", RESUME), (PERPLEXITY, RESUME)),
     Target("run/topic_vocab.txt", in_run("topic_vocab.txt"), (PERPLEXITY, RESUME)),
+    Target("run/vocab_digests.json", in_run("vocab_digests.json"), (PERPLEXITY, RESUME),
+           (PERPLEXITY,)),
     Target("run/checkpoints/checkpoint", in_run("checkpoints", "checkpoint"), (RESUME,),
            (RESUME,)),
     Target("run/checkpoints/ckpt-N.index", newest("checkpoints", "ckpt-*.index"), (RESUME,)),
