@@ -47,7 +47,7 @@ lint: install
 	$(PY) -m ruff check .
 
 ## bench: every section of the benchmark harness (recurrent layers, whole models, decoders,
-## scaling) on this machine; `python -m benchmarks.run --help` picks sections and sizes.
+## scaling, PyTorch peers) on this machine; `python -m benchmarks.run --help` picks sections and sizes.
 bench: install
 	$(PY) -m benchmarks.run
 

@@ -1,5 +1,7 @@
 """Speed measurements that print side-by-side ratios: ``python -m benchmarks.run`` (the
 sections of ``benchmarks/sections/`` on the timing harness ``benchmarks/harness.py``) and the
 single-purpose ``python -m benchmarks.bench_adaptive_softmax``, ``bench_decoders``,
-``profile_output_floors`` and ``probe_sememe_gates``; ``torch_reference_lm``, the SDLM
+``profile_output_floors``, ``probe_sememe_gates`` and ``probe_lstm_recurrence`` (the LSTM
+recurrence against ``torch.nn.LSTM``); ``torch_peers``, the PyTorch side of the ``peers``
+section; ``torch_reference_lm``, the SDLM
 authors' tied-LSTM recipe in plain PyTorch (a reference curve, not a speed measurement)."""

@@ -62,20 +62,26 @@ def accelerator() -> str | None:
     return tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name)
 
 
-def machine_line() -> str:
-    """One line: CPU model, cores, load, Python, Keras and the backend's versions, and the
-    accelerator the backend computes on, if any."""
-    import keras
-
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; elsewhere the platform's processor or
+    machine name)."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return model
+
+
+def machine_line() -> str:
+    """One line: CPU model, cores, load, Python, Keras and the backend's versions, and the
+    accelerator the backend computes on, if any."""
+    import keras
+
+    model = cpu_model()
     try:
         load = "load avg {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
     except (OSError, AttributeError):
@@ -119,7 +125,7 @@ def name_list(choices: tuple[str, ...], flag: str) -> Callable[[str], list[str]]
 def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of the timing protocol (module docstring), which every section that times
     contenders reads: ``--warmup``, ``--rounds``, ``--steps``, ``--precisions``, ``--seed``."""
-    timing = parser.add_argument_group("timing (recurrent, models, decoders)")
+    timing = parser.add_argument_group("timing (recurrent, models, decoders, peers)")
     timing.add_argument("--warmup", type=integer(0), default=2,
                         help="untimed calls per contender before the rounds; the first traces "
                              "(default: 2)")

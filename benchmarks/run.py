@@ -1,7 +1,7 @@
 """``python -m benchmarks.run``: what each part of the project costs, side by side, in one
 process, with ratios beside the absolute figures.
 
-Sections (``--sections``, default all four, run in this order), one module each under
+Sections (``--sections``, default all five, run in this order), one module each under
 ``benchmarks/sections/``, whose docstring says what it times:
 
 ``recurrent``   the recurrent layers against ``keras.layers.LSTM``, beside their
@@ -11,11 +11,13 @@ Sections (``--sections``, default all four, run in this order), one module each 
 ``decoders``    the output layers at each vocabulary size
                 (:mod:`benchmarks.sections.decoders`);
 ``scaling``     one epoch's time against corpus size and topic count
-                (:mod:`benchmarks.sections.scaling`).
+                (:mod:`benchmarks.sections.scaling`);
+``peers``       the whole training step against the same model in plain PyTorch, at each
+                thread count (:mod:`benchmarks.sections.peers`).
 
-The first three time their contenders by the protocol of :mod:`benchmarks.harness`
-(alternating rounds, medians, ratios to the section's reference row). Every figure is
-computed in the run.
+The first three and ``peers`` time their contenders by the protocol of
+:mod:`benchmarks.harness` (alternating rounds, medians, ratios to the section's reference
+row). Every figure is computed in the run.
 
 ``recurrent`` runs under every Keras backend (``KERAS_BACKEND=jax`` or ``torch`` before the
 command; each compiles the step its own way, :func:`benchmarks.harness.gradient_step`); the
@@ -27,6 +29,7 @@ another backend, the command stops with a one-line error).
     python -m benchmarks.run --sections models --models lstm,tcnlm,moe
     python -m benchmarks.run --sections models --precisions float32,mixed_bfloat16
     python -m benchmarks.run --sections scaling --corpus-docs 100,200,400 --topic-counts 10,50
+    python -m benchmarks.run --sections peers --peer-threads 1 --precisions float32
     KERAS_BACKEND=jax python -m benchmarks.run --sections recurrent
 """
 from __future__ import annotations
@@ -37,11 +40,12 @@ import sys
 
 from benchmarks.harness import (Parser, add_timing_arguments, backend_line,
                                 check_backend, machine_line, name_list)
-from benchmarks.sections import decoders, models, recurrent, scaling
+from benchmarks.sections import decoders, models, peers, recurrent, scaling
 from tcnlm_tf.errors import exit_on_user_error
 
 #: the sections, in the order they run
-SECTIONS = {"recurrent": recurrent, "models": models, "decoders": decoders, "scaling": scaling}
+SECTIONS = {"recurrent": recurrent, "models": models, "decoders": decoders, "scaling": scaling,
+            "peers": peers}
 PROGRAM = "python -m benchmarks.run"
 
 

@@ -7,22 +7,31 @@ depend on the recurrence, so :class:`HoistedLSTM` computes it for all L steps in
 and the gate update, as :class:`layers.topic_lstm.TopicCompositionalLSTM` does for its
 input half. ``keras.layers.LSTM`` on a CPU runs the whole cell at every step.
 
-The multiply-adds are the same. Under ``mixed_bfloat16`` the hoisted layer's training
-step is about 1.3x faster on this project's CPU (the one large bf16 product uses the CPU's
-bf16 units well, 30 small ones do not); under float32 it is 0-5 % slower, so a float32
-layer runs ``keras.layers.LSTM``'s loop (measured in RESULTS.md).
+The multiply-adds are the same. Under TensorFlow the loop is
+:func:`layers.lstm_recurrence.lstm_recurrence`, whose backward pass is written out (per step
+only the gate gradients and ``dz_t U^T`` with ``U^T`` materialised once; ``dU``, ``dW``,
+``db`` and ``dx`` one large product each after the loop). On this project's 2-core CPU
+(``python -m benchmarks.probe_lstm_recurrence``, forward + backward) its training step takes
+0.94x / 0.66x the time of ``torch.nn.LSTM`` at the People's Daily shape (B 20, L 35,
+650 -> 650) in float32 / bf16 and 0.97x / 0.91x at the APNEWS shape (B 64, L 30,
+300 -> 600) at 1 thread (1.06x / 0.73x and 1.03x / 0.99x at 2), against
+``keras.layers.LSTM``'s 2.11x / 1.45x and 1.19x / 1.21x. Under the other backends the
+loop is ``keras.src.backend.rnn`` over the hoisted ``x W + b``, which pays off under a
+reduced precision (the one large bf16 product uses the CPU's bf16 units well, L small ones
+do not) and not in float32.
 
 Everything else is ``keras.layers.LSTM``'s: the same weights under the same names (``cell``
 is its ``LSTMCell``, so checkpoints of either load into the other), the same arguments,
 masking, initial and returned states, ``go_backwards``, ``unroll`` and input dropout (one
 mask per sequence, as ``LSTMCell`` draws it, applied to x before the product).
 
-``hoist``: ``"auto"`` (the default) hoists under a reduced-precision compute dtype only;
-``True`` hoists in float32 too; ``False`` never. Whatever it says, the layer runs
-``keras.layers.LSTM``'s own loop where that loop differs: with ``recurrent_dropout`` (for
-which ``LSTMCell`` switches to its per-gate ``implementation=1``, four masks for x and four
-for h), with ``implementation=1``, and where TensorFlow sees a GPU or ``use_cudnn=True``
-(its loop then uses cuDNN where it can).
+``hoist``: ``"auto"`` (the default) hoists where the TensorFlow recurrence runs (under
+TensorFlow with ``LSTMCell``'s default activations and without ``unroll``), and elsewhere
+under a reduced-precision compute dtype only; ``True`` always hoists, ``False`` never.
+Whatever it says, the layer runs ``keras.layers.LSTM``'s own loop where that loop differs:
+with ``recurrent_dropout`` (for which ``LSTMCell`` switches to its per-gate
+``implementation=1``, four masks for x and four for h), with ``implementation=1``, and
+where TensorFlow sees a GPU or ``use_cudnn=True`` (its loop then uses cuDNN where it can).
 
 Shapes: ``x [B, L, n_x]`` -> as ``keras.layers.LSTM`` (``[B, L, n_h]`` with
 ``return_sequences``, plus ``h, c [B, n_h]`` with ``return_state``).
@@ -58,7 +67,9 @@ class HoistedLSTM(keras.layers.LSTM):
         if cell.implementation != 2 or self.use_cudnn is True or (
                 self.use_cudnn == "auto" and _tensorflow_sees_a_gpu()):
             return False
-        return self.compute_dtype != "float32" if self.hoist == "auto" else self.hoist
+        if self.hoist != "auto":
+            return self.hoist
+        return self._runs_tensorflow_recurrence() or self.compute_dtype != "float32"
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         """``sequences [B, L, n_x]``, ``initial_state [h0, c0]`` -> ``(last output, outputs,
@@ -71,6 +82,8 @@ class HoistedLSTM(keras.layers.LSTM):
         if training and 0.0 < cell.dropout < 1.0:
             sequences = sequences * ops.expand_dims(
                 cell.get_dropout_mask(sequences[:, 0, :]), 1)
+        if self._runs_tensorflow_recurrence():
+            return self._tensorflow_loop(sequences, initial_state, mask)
         gates = ops.matmul(sequences, cell.kernel)                   # [B, L, 4 n_h]
         if cell.use_bias:
             gates = gates + cell.bias
@@ -90,6 +103,42 @@ class HoistedLSTM(keras.layers.LSTM):
             unroll=self.unroll, input_length=sequences.shape[1],
             zero_output_for_mask=self.zero_output_for_mask,
             return_all_outputs=self.return_sequences)
+
+    def _runs_tensorflow_recurrence(self) -> bool:
+        """Whether the hoisted loop is :func:`layers.lstm_recurrence.lstm_recurrence`: under
+        TensorFlow, with LSTMCell's default activations and without ``unroll``."""
+        cell = self.cell
+        return (keras.backend.backend() == "tensorflow" and not self.unroll
+                and cell.activation is keras.activations.tanh
+                and cell.recurrent_activation is keras.activations.sigmoid)
+
+    def _tensorflow_loop(self, sequences, initial_state, mask):
+        """The hoisted layer under TensorFlow: ``x W + b`` for all steps time-major, then
+        :func:`layers.lstm_recurrence.lstm_recurrence` (masking and ``go_backwards`` as
+        ``keras.src.backend.rnn``: outputs in the order the steps ran)."""
+        import tensorflow as tf
+
+        from layers.lstm_recurrence import lstm_recurrence
+
+        cell = self.cell
+        x = tf.transpose(sequences, (1, 0, 2))                      # [L, B, n_x]
+        if mask is not None:
+            mask = tf.transpose(mask, (1, 0))                        # [L, B]
+        if self.go_backwards:
+            x = tf.reverse(x, (0,))
+            mask = None if mask is None else tf.reverse(mask, (0,))
+        steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+        gates = tf.matmul(tf.reshape(x, (steps * batch, x.shape[-1])),
+                          ops.convert_to_tensor(cell.kernel))       # [L B, 4 n_h]
+        if cell.use_bias:
+            gates = tf.nn.bias_add(gates, ops.convert_to_tensor(cell.bias))
+        gates = tf.reshape(gates, (steps, batch, gates.shape[-1]))
+        outputs, h, c = lstm_recurrence(
+            gates, initial_state[0], initial_state[1],
+            ops.convert_to_tensor(cell.recurrent_kernel), mask, self.zero_output_for_mask)
+        last = outputs[-1]
+        outputs = tf.transpose(outputs, (1, 0, 2)) if self.return_sequences else last[:, None]
+        return last, outputs, [h, c]
 
     def get_config(self):
         return {**super().get_config(), "hoist": self.hoist}

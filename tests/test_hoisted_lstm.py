@@ -12,11 +12,11 @@ from layers.hoisted_lstm import HoistedLSTM
 B, L, N_X, N_H = 3, 5, 4, 6
 
 
-def pair(**kwargs):
+def pair(hoist="auto", **kwargs):
     """A keras LSTM and a HoistedLSTM of the same name, arguments and weights."""
     x = np.zeros((B, L, N_X), np.float32)
     reference = keras.layers.LSTM(N_H, name="lstm_0", **kwargs)
-    hoisted = HoistedLSTM(N_H, name="lstm_0", hoist=True, **kwargs)
+    hoisted = HoistedLSTM(N_H, name="lstm_0", hoist=hoist, **kwargs)
     reference(x)
     hoisted(x)
     rng = np.random.default_rng(0)
@@ -30,27 +30,87 @@ def inputs(seed=1):
     rng = np.random.default_rng(seed)
     x = tf.constant(rng.normal(size=(B, L, N_X)).astype(np.float32))
     state = [tf.constant(rng.normal(size=(B, N_H)).astype(np.float32)) for _ in range(2)]
-    mask = tf.constant(np.arange(L)[None, :] < np.array([[5], [3], [1]]))
+    # lengths 5 and 3, and a mask with holes whose first step is masked
+    mask = tf.constant([[True] * 5, [True] * 3 + [False] * 2,
+                        [False, True, False, False, True]])
     return x, state, mask
 
 
-@pytest.mark.parametrize("go_backwards", [False, True])
-def test_outputs_states_and_gradients_equal_keras_lstm(go_backwards):
-    reference, hoisted = pair(return_sequences=True, return_state=True,
-                              go_backwards=go_backwards)
-    x, state, mask = inputs()
-    results = []
-    for layer in (reference, hoisted):
+def outputs_and_gradients(layer, x, state, mask, compiled=False):
+    """The layer's outputs and the gradients of a weighted sum of them (each output its own
+    weight) for x, the initial state (when given) and every weight."""
+    sources = [x, *(state or []), *layer.trainable_weights]
+
+    def run():
         with tf.GradientTape() as tape:
-            tape.watch(x)
+            tape.watch([x, *(state or [])])
             outputs = layer(x, initial_state=state, mask=mask)
-            loss = sum(tf.reduce_sum(o * (i + 1.0)) for i, o in enumerate(outputs))
-        results.append((outputs, tape.gradient(loss, [x, *layer.trainable_weights])))
-    (ref_out, ref_grad), (out, grad) = results
+            outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+            weights = tf.sin(tf.range(N_H, dtype=tf.float32))
+            loss = sum(tf.reduce_sum(tf.cast(o, tf.float32) * (i + 1.0) * weights)
+                       for i, o in enumerate(outputs))
+        return outputs, tape.gradient(loss, sources)
+
+    return tf.function(run)() if compiled else run()
+
+
+def assert_same(reference, hoisted, x, state, mask, compiled=False):
+    (ref_out, ref_grad), (out, grad) = (outputs_and_gradients(layer, x, state, mask, compiled)
+                                        for layer in (reference, hoisted))
+    assert len(out) == len(ref_out) and len(grad) == len(ref_grad)
     for a, b in zip(ref_out, out):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
     for a, b in zip(ref_grad, grad):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("return_sequences", [False, True])
+def test_outputs_states_and_gradients_equal_keras_lstm(go_backwards, masked,
+                                                       return_sequences):
+    """Outputs, returned states and the gradients of x, the initial state and every weight
+    (with the hoisted layer's defaults: under TensorFlow, its own recurrence)."""
+    reference, hoisted = pair(return_sequences=return_sequences, return_state=True,
+                              go_backwards=go_backwards)
+    x, state, mask = inputs()
+    assert_same(reference, hoisted, x, state, mask if masked else None)
+
+
+@pytest.mark.parametrize("options", [dict(return_state=False), dict(zero_output_for_mask=True),
+                                     dict(unroll=True), dict(activation="relu")])
+def test_the_other_options_equal_keras_lstm_in_a_tf_function(options):
+    """In a ``tf.function`` too, with no initial state, without returned states (their
+    gradients then never reach the recurrence), zeros for masked outputs, and the options
+    that take ``keras.src.backend.rnn``'s hoisted loop (``unroll``, another activation)."""
+    reference, hoisted = pair(hoist=True, return_sequences=True, **options)
+    x, _, mask = inputs()
+    assert_same(reference, hoisted, x, None, mask, compiled=True)
+
+
+def test_the_tensorflow_recurrence_runs_for_the_defaults_only(monkeypatch):
+    import layers.lstm_recurrence
+
+    calls = []
+    recurrence = layers.lstm_recurrence.lstm_recurrence
+    monkeypatch.setattr(layers.lstm_recurrence, "lstm_recurrence",
+                        lambda *a, **k: calls.append(1) or recurrence(*a, **k))
+    x, _, _ = inputs()
+    HoistedLSTM(N_H)(x)
+    assert calls == [1]
+    HoistedLSTM(N_H, unroll=True)(x)
+    HoistedLSTM(N_H, recurrent_activation="hard_sigmoid")(x)
+    HoistedLSTM(N_H, hoist=False)(x)
+    assert calls == [1]
+
+
+def test_the_same_numbers_twice():
+    _, hoisted = pair(return_sequences=True, return_state=True)
+    x, state, mask = inputs()
+    first, second = (outputs_and_gradients(hoisted, x, state, mask, compiled=True)
+                     for _ in range(2))
+    for a, b in zip(tf.nest.flatten(first), tf.nest.flatten(second)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 @pytest.mark.parametrize("recurrent_dropout", [0.0, 0.3])
@@ -68,7 +128,7 @@ def test_dropout_masks_are_keras_lstms(recurrent_dropout):
 
 
 def test_same_weight_paths_and_config_round_trip():
-    reference, hoisted = pair(return_sequences=True)
+    reference, hoisted = pair(hoist=True, return_sequences=True)
     assert [w.path for w in hoisted.weights] == [w.path for w in reference.weights]
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(hoisted))
     assert isinstance(clone, HoistedLSTM) and clone.hoist is True
@@ -78,25 +138,68 @@ def test_same_weight_paths_and_config_round_trip():
 
 
 @pytest.mark.parametrize("policy, hoist, expected", [
-    ("float32", "auto", False), ("mixed_bfloat16", "auto", True), ("float32", True, True),
+    ("float32", "auto", True), ("mixed_bfloat16", "auto", True), ("float32", True, True),
     ("mixed_bfloat16", False, False)])
-def test_auto_hoists_under_reduced_precision_only(policy, hoist, expected):
+def test_auto_hoists_under_tensorflow(policy, hoist, expected):
+    """Under TensorFlow ``"auto"`` hoists in every precision (its own recurrence); where
+    that recurrence does not run, under a reduced precision only."""
     layer = HoistedLSTM(N_H, hoist=hoist, dtype=policy)
     assert layer._hoists() is expected
     assert HoistedLSTM(N_H, hoist=True, recurrent_dropout=0.2)._hoists() is False
+    assert HoistedLSTM(N_H, unroll=True)._hoists() is False
+    assert HoistedLSTM(N_H, unroll=True, dtype="mixed_bfloat16")._hoists() is True
 
 
-def test_bfloat16_outputs_are_close_to_float32():
-    """Under mixed_bfloat16 (the hoisted path by default) the outputs stay within bf16
-    rounding of the float32 layer's."""
-    reference, _ = pair(return_sequences=True)
-    hoisted = HoistedLSTM(N_H, return_sequences=True, dtype="mixed_bfloat16")
-    x, _, _ = inputs()
+def test_bfloat16_outputs_and_gradients_are_close_to_float32():
+    """Under mixed_bfloat16 the outputs and gradients stay within bf16 rounding of the
+    float32 layer's."""
+    reference, _ = pair(return_sequences=True, return_state=True)
+    hoisted = HoistedLSTM(N_H, return_sequences=True, return_state=True,
+                          dtype="mixed_bfloat16")
+    x, state, mask = inputs()
     hoisted(x)
     hoisted.set_weights(reference.get_weights())
     assert hoisted._hoists()
-    np.testing.assert_allclose(tf.cast(hoisted(x), tf.float32).numpy(),
-                               reference(x).numpy(), atol=0.01)   # 0.0033 measured
+    (ref_out, ref_grad), (out, grad) = (outputs_and_gradients(layer, x, state, mask)
+                                        for layer in (reference, hoisted))
+    for a, b in zip(ref_out, out):
+        assert b.dtype == tf.bfloat16
+        np.testing.assert_allclose(tf.cast(b, tf.float32).numpy(), a.numpy(), atol=0.02)
+    for a, b in zip(ref_grad, grad):
+        assert b.dtype == tf.float32
+        scale = np.abs(a.numpy()).max()
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=0.02 * scale)
+
+
+@pytest.mark.parametrize("writer", ["keras", "hoisted"])
+def test_a_layer_checkpoint_of_either_loads_into_the_other(tmp_path, writer):
+    reference, hoisted = pair(return_sequences=True)
+    source, target = (reference, hoisted) if writer == "keras" else (hoisted, reference)
+    fresh = (HoistedLSTM(N_H, name="lstm_0", return_sequences=True) if writer == "keras"
+             else keras.layers.LSTM(N_H, name="lstm_0", return_sequences=True))
+    x, _, _ = inputs()
+    fresh(x)
+    prefix = tf.train.Checkpoint(lstm=source).write(str(tmp_path / "ckpt"))
+    tf.train.Checkpoint(lstm=fresh).read(prefix).assert_consumed()
+    np.testing.assert_allclose(fresh(x).numpy(), target(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_saved_model_holds_the_layer(tmp_path, masked):
+    """``tf.saved_model.save`` keeps the gradient functions of the functions it saves, so
+    what TensorFlow's recurrence hands its gradient must be savable (tensors, not
+    TensorArrays); the loaded function gives the layer's outputs."""
+    _, hoisted = pair(return_sequences=True, return_state=True)
+    x, _, mask = inputs()
+    module = tf.Module()
+    module.layer = hoisted
+    module.run = tf.function(
+        lambda x, mask: hoisted(x, mask=mask if masked else None),
+        input_signature=[tf.TensorSpec([None, None, N_X]), tf.TensorSpec([None, None], tf.bool)])
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    for a, b in zip(hoisted(x, mask=mask if masked else None), loaded.run(x, mask)):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-7)
 
 
 def test_a_checkpoint_of_the_keras_lstm_model_loads_into_the_hoisted_one(tmp_path):

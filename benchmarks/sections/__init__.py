@@ -1,5 +1,5 @@
 """The sections of ``python -m benchmarks.run``, one module each, run in this order:
-``recurrent``, ``models``, ``decoders``, ``scaling``. Each module has
+``recurrent``, ``models``, ``decoders``, ``scaling``, ``peers``. Each module has
 
 * ``add_arguments(parser)``: its group of flags;
 * ``check(args)``: raises :class:`~tcnlm_tf.errors.UserError` for a flag value its types

@@ -4,7 +4,7 @@ size on the same batch, x [B, L, n_x] (normal noise) and topic vectors t [B, T]
 
 ``keras LSTM`` (the reference); ``LSTM, x W hoisted``, :class:`layers.hoisted_lstm.HoistedLSTM`
 with ``hoist=True`` (the same LSTM with x W + b computed for all L steps before the loop,
-which the project's LSTM models run under a reduced precision); ``TC-LSTM, step by step``,
+which the project's LSTM models run); ``TC-LSTM, step by step``,
 i.e. ``keras.layers.RNN(TopicCompositionalLSTMCell(..., input_gates_given=False))`` from
 ``initial_state=cell.topic_state(t)``, which computes the input half of eq. 13-14 inside the
 recurrence (the baseline of the hoisting); ``TC-LSTM (layer)``, ``TopicCompositionalLSTM``

@@ -1,0 +1,38 @@
+"""benchmarks.probe_lstm_recurrence at a tiny shape: one process per thread count, a row per
+contender with its ratio to torch's step, and the shapes it names."""
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.probe_lstm_recurrence import SHAPES, shape_sizes, table
+from tests.conftest import REPO_ROOT
+
+
+def test_it_times_every_contender_at_each_thread_count():
+    command = [sys.executable, "-m", "benchmarks.probe_lstm_recurrence", "--shapes", "2x3x4x5",
+               "--precisions", "float32,bf16", "--threads", "1,2", "--rounds", "1",
+               "--steps", "1", "--warmup", "1"]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    titles = [line for line in result.stdout.splitlines() if not line.startswith(" ")]
+    assert titles == [f"2x3x4x5 (2, 3, 4, 5) {p}, {t} thread(s)"
+                      for t in (1, 2) for p in ("float32", "bf16")]
+    rows = [line.split()[0] for line in result.stdout.splitlines() if line.startswith(" ")]
+    assert rows == ["torch", "keras", "hoisted", "hoisted-generic"] * 4
+
+
+def test_the_table_gives_the_median_ratio_of_the_rounds(capsys):
+    table("t", {"torch": [1.0, 2.0, 4.0], "x": [3.0, 2.0, 2.0]})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["torch", "2000.0", "ms", "1.00x", "torch"]
+    assert lines[2].split() == ["x", "2000.0", "ms", "1.00x", "torch"]   # ratios 3, 1, 0.5
+
+
+def test_shapes_by_name_or_sizes():
+    assert shape_sizes("pd") == SHAPES["pd"] == (20, 35, 650, 650)
+    assert shape_sizes("apnews") == (64, 30, 300, 600)
+    assert shape_sizes("2x3x4x5") == (2, 3, 4, 5)
+    with pytest.raises(ValueError, match="BxLxN_XxN_H"):
+        shape_sizes("2x3")
