@@ -203,19 +203,20 @@ def test_every_file_of_a_run_directory_has_fault_cases():
 # ---------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_the_harness_runs_cases_as_the_command_line_runs_them(tmp_path):
-    """A truncated config.json: one line naming it; a damaged newest checkpoint: the resume
-    goes on from the one before, with a warning."""
+    """A word2vec file of random bytes given to train.run: one line naming it; a run of an
+    earlier version evaluated: its recorded numbers (two cases on the workspace's cheapest
+    units, the prepared cache with word vectors and the earlier version's runs)."""
     from tests.faults.harness import run_cases
     from tests.faults.workspace import Workspace
 
-    names = ["truncated run/config.json evaluate.perplexity",
-             "damaged run/checkpoints/ckpt-N.data train.run --resume"]
+    names = ["garbage vectors/vectors.bin train.run --embeddings",
+             "older-version legacy/runs/lstm evaluate.perplexity"]
     cases = [case for case in all_cases() if case.name in names]
     outcomes = {o.case.name: o for o in run_cases(cases, Workspace(tmp_path), timeout=240)}
-    config, resume = outcomes[names[0]], outcomes[names[1]]
-    assert config.verdict == ONE_LINE and "config.json is damaged" in config.detail, config
-    assert resume.verdict == CORRECT and "skipped unreadable checkpoint" in resume.detail, \
-        resume
+    vectors, legacy = outcomes[names[0]], outcomes[names[1]]
+    assert vectors.verdict == ONE_LINE and "is not a word2vec file" in vectors.detail, vectors
+    assert "vectors.bin" in vectors.detail, vectors
+    assert legacy.verdict == CORRECT, legacy
     assert not [o for o in outcomes.values() if o.verdict in BAD]
 
 
