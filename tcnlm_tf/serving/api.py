@@ -256,6 +256,34 @@ def _from_module(source: Path, run) -> LoadedModel:
                        module.context_rule(), getattr(module, "num_topics", None), run)
 
 
+def _damaged_file(path: Path) -> Path:
+    """The file of the export at ``path`` that does not read back, for an error to name:
+    ``saved_model.pb`` where it does not parse, else ``variables/variables.index`` where
+    the checkpoint's index does not, else the data file where a variable fails its
+    checksum or is cut short; ``path`` itself where each of them reads."""
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    graph = path / "saved_model.pb"
+    try:
+        saved_model_pb2.SavedModel.FromString(graph.read_bytes())
+    except (OSError, DecodeError):
+        return graph
+    variables = path / "variables"
+    try:
+        reader = tf.train.load_checkpoint(str(variables / "variables"))
+    except (ValueError, tf.errors.OpError):
+        return variables / "variables.index"
+    try:
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (ValueError, IndexError, tf.errors.OpError):
+        data = sorted(variables.glob("variables.data-*"))
+        return data[0] if len(data) == 1 else variables
+    return path
+
+
 def load_export(path: Path) -> LoadedModel:
     """A :class:`LoadedModel` of an exported SavedModel version directory (``evaluate.score``
     reads exports through it too)."""
@@ -267,8 +295,10 @@ def load_export(path: Path) -> LoadedModel:
         # a saved_model.pb that does not parse; variables/ missing, failing its checksums
         # or cut short (IndexError: "Read less bytes than requested")
         reason = (str(error).strip() or type(error).__name__).splitlines()[0][:200]
-        raise UserError(f"the export {path} is damaged and cannot be loaded ({reason}); "
-                        "export the run again (`python -m train.export`)") from None
+        damaged = _damaged_file(Path(path))
+        where = "" if damaged == Path(path) else f": {damaged} does not read back"
+        raise UserError(f"the export {path} is damaged and cannot be loaded{where} "
+                        f"({reason}); export the run again (`python -m train.export`)") from None
     if "score" not in loaded.signatures or not hasattr(loaded, "context_kind"):
         raise UserError(f"{path} was not exported by `python -m train.export` (it has no "
                         "score signature or context_kind); re-export the run")
