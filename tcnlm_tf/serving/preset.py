@@ -31,6 +31,8 @@ from tcnlm_tf.errors import UserError
 PRESET_FORMAT = "tcnlm_tf.preset"
 PRESET_FORMAT_VERSION = 1
 CONFIG, METADATA, WEIGHTS, ASSETS = "config.json", "metadata.json", "model.weights.h5", "assets"
+#: what to do about a preset whose metadata does not read
+RESAVE = "restore the preset from its source, or save it again (python -m train.preset)"
 
 
 def is_preset(path: Path) -> bool:
@@ -103,14 +105,11 @@ def load_preset(directory: Path, precision: str | None = None):
     from tcnlm_tf.runs.loading import Run, build_weights, load_vocabularies
 
     directory = Path(directory)
-    metadata = read_json_object(directory / METADATA,
-                                "restore the preset from its source, or save it again "
-                                "(python -m train.preset)")
+    metadata = read_json_object(directory / METADATA, RESAVE)
     version = metadata.get("format_version", 0)
     if isinstance(version, bool) or not isinstance(version, int):
         raise UserError(f"{directory / METADATA} is damaged (its format_version is "
-                        f"{version!r}, not a whole number): restore the preset from its "
-                        "source, or save it again (python -m train.preset)")
+                        f"{version!r}, not a whole number): {RESAVE}")
     if version > PRESET_FORMAT_VERSION:
         raise UserError(f"{directory} is a preset of format version "
                         f"{version}; this tcnlm_tf reads up to "
