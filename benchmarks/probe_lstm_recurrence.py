@@ -1,28 +1,43 @@
-"""How fast is the project's LSTM recurrence against ``torch.nn.LSTM``? A probe.
+"""How fast are the project's LSTM recurrences against ``torch.nn.LSTM`` and Keras's loops?
+A probe.
 
 One training step (forward, and backward to the inputs x and every weight; the loss is the
-float32 sum of the outputs ``[B, L, n_h]``) of each contender on the same ``x [B, L, n_x]``
-(normal noise, fixed seed), under TensorFlow on the CPU in a ``tf.function`` of a
-``tf.GradientTape``:
+float32 sum of the outputs ``[B, L, n_h]``, ``[B, L, K n_h]`` for ``moe``) of each
+contender on the same ``x [B, L, n_x]`` (normal noise, fixed seed), under TensorFlow on the
+CPU in a ``tf.function`` of a ``tf.GradientTape``:
 
-* ``torch``: ``torch.nn.LSTM(n_x, n_h, batch_first=True)``, eager autograd (the reference
-  of every ratio);
+* ``torch``: ``torch.nn.LSTM(n_x, n_h, batch_first=True)``, eager autograd (the default
+  reference of the ratios);
 * ``keras``: ``keras.layers.LSTM(n_h, return_sequences=True)``;
 * ``hoisted``: :class:`layers.hoisted_lstm.HoistedLSTM` as the project's models build it
   (its defaults); ``hoisted-true``, ``hoisted-false``: with ``hoist=True``, ``False``;
   ``hoisted-generic``: with ``hoist=True`` through ``keras.src.backend.rnn``, the hoisted
   loop the layer runs under the other Keras backends, instead of
-  :func:`layers.lstm_recurrence.lstm_recurrence`.
+  :func:`layers.lstm_recurrence.lstm_recurrence`;
+* ``tc``: :class:`layers.topic_lstm.TopicCompositionalLSTM` (``n_f = n_h`` factors,
+  :data:`TOPICS` topics; its inputs are x and topic vectors ``t [B, T]``, Dirichlet(1),
+  both differentiated) as the project's models build it (its defaults, under TensorFlow
+  :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence`); ``tc-keras``: the same
+  layer through ``keras.layers.RNN`` over its cell, the loop it runs under the other
+  backends;
+* ``moe``: :class:`layers.mixture_of_experts.MixtureOfExpertsLSTM`, :data:`EXPERTS`
+  experts of ``n_h`` units each (under TensorFlow :func:`layers.lstm_recurrence.recurrence`
+  with :class:`layers.lstm_recurrence.ExpertProducts`); ``moe-keras``: the same cell in
+  ``keras.layers.RNN``.
+
+The last four are not run by default: ``--contenders tc-keras,tc --reference tc-keras``
+compares the first pair, ``--contenders moe-keras,moe --reference moe-keras`` the second.
 
 ``--precision bf16`` runs the Keras layers under the ``mixed_bfloat16`` policy and torch
 under ``torch.autocast("cpu", dtype=torch.bfloat16)``. Every contender runs ``--steps``
 steps per round, in alternating rounds in one process (the order rotates every round);
 the table gives each contender's median milliseconds per step over the rounds and the
-median over the rounds of its time / torch's in the same round. ``--threads 1,2`` runs one
-process per thread count (TensorFlow's and torch's thread pools are fixed before they
-start): ratios compare contenders of one process, at one thread count. On a machine that
-other jobs load, run it with ``OMP_WAIT_POLICY=PASSIVE``: torch's OpenMP threads otherwise
-spin at every barrier, and at 2 threads its step took 3-10x its 1-thread time here.
+median over the rounds of its time / the ``--reference`` contender's (torch's unless
+named) in the same round. ``--threads 1,2`` runs one process per thread count
+(TensorFlow's and torch's thread pools are fixed before they start): ratios compare
+contenders of one process, at one thread count. On a machine that other jobs load, run it
+with ``OMP_WAIT_POLICY=PASSIVE``: torch's OpenMP threads otherwise spin at every barrier,
+and at 2 threads its step took 3-10x its 1-thread time here.
 
 Shapes: ``pd`` People's Daily (B 20, L 35, 650 -> 650), ``apnews`` APNEWS (B 64, L 30,
 300 -> 600), or ``BxLxN_XxN_H`` (``2x3x4x5``).
@@ -40,6 +55,10 @@ import time
 SHAPES = {"pd": (20, 35, 650, 650), "apnews": (64, 30, 300, 600)}
 #: the contenders a run times by default
 CONTENDERS = ("torch", "keras", "hoisted", "hoisted-generic")
+#: topics T of the ``tc`` contenders (``python -m benchmarks.run``'s default)
+TOPICS = 50
+#: experts of the ``moe`` contenders
+EXPERTS = 10
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -49,6 +68,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--precisions", default="float32,bf16", help="float32, bf16")
     p.add_argument("--threads", default="1,2", help="thread counts, one process each")
     p.add_argument("--contenders", default=",".join(CONTENDERS))
+    p.add_argument("--reference", default="torch",
+                   help="the contender whose time the ratios divide by (default: torch)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=5, help="steps per round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per contender")
@@ -75,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
             steps = {name: make_step(name, sizes, precision, torch, tf)
                      for name in args.contenders}
             table(f"{shape} {sizes} {precision}, {threads} thread(s)",
-                  time_rounds(steps, args.rounds, args.steps, args.warmup))
+                  time_rounds(steps, args.rounds, args.steps, args.warmup), args.reference)
 
 
 def shape_sizes(shape: str) -> tuple:
@@ -131,7 +152,18 @@ def keras_layer(name: str, n_h: int, policy: str):
     import keras
 
     from layers.hoisted_lstm import HoistedLSTM
+    from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
+    from layers.topic_lstm import TopicCompositionalLSTM
 
+    if name in ("moe", "moe-keras"):
+        layer = MixtureOfExpertsLSTM if name == "moe" else keras.layers.RNN
+        return layer(MixtureOfExpertsLSTMCell(n_h, EXPERTS, dtype=policy),
+                     return_sequences=True, dtype=policy)
+    if name in ("tc", "tc-keras"):
+        layer = TopicCompositionalLSTM(n_h, n_h, TOPICS, dtype=policy)
+        if name == "tc-keras":
+            layer._runs_tensorflow_recurrence = lambda training: False
+        return layer
     if name == "keras":
         return keras.layers.LSTM(n_h, return_sequences=True, dtype=policy)
     hoist = {"hoisted": "auto", "hoisted-true": True, "hoisted-false": False,
@@ -144,17 +176,26 @@ def keras_layer(name: str, n_h: int, policy: str):
 
 def keras_step(tf, name: str, x_value, n_h: int, precision: str):
     import keras
+    import numpy as np
 
     keras.utils.set_random_seed(0)
     layer = keras_layer(name, n_h, "mixed_bfloat16" if precision == "bf16" else "float32")
     x = tf.Variable(x_value)
-    layer(x)
-    variables = [x, *layer.trainable_weights]
+    inputs = [x]
+    if name.startswith("tc"):
+        topics = np.random.default_rng(1).dirichlet(np.ones(TOPICS), size=len(x_value))
+        inputs.append(tf.Variable(topics.astype("float32")))
+
+    def forward():
+        return layer(inputs if len(inputs) > 1 else x)
+
+    forward()
+    variables = [*inputs, *layer.trainable_weights]
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(tf.cast(layer(x), tf.float32))
+            loss = tf.reduce_sum(tf.cast(forward(), tf.float32))
         grads = tape.gradient(loss, variables)
         return loss, grads
 
@@ -181,13 +222,14 @@ def time_rounds(steps: dict, rounds: int, per_round: int, warmup: int) -> dict:
     return seconds
 
 
-def table(title: str, seconds: dict) -> None:
-    """Median ms per step and the median per-round ratio to torch's step."""
+def table(title: str, seconds: dict, reference: str = "torch") -> None:
+    """Median ms per step and the median per-round ratio to the step of ``reference``."""
     print(title, flush=True)
-    reference = seconds.get("torch")
+    reference_times = seconds.get(reference)
     for name, times in seconds.items():
-        ratio = ("" if reference is None else
-                 f"{statistics.median(t / r for t, r in zip(times, reference)):6.2f}x torch")
+        ratio = ("" if reference_times is None else
+                 f"{statistics.median(t / r for t, r in zip(times, reference_times)):6.2f}x "
+                 f"{reference}")
         print(f"  {name:16s} {statistics.median(times) * 1e3:8.1f} ms  {ratio}", flush=True)
 
 

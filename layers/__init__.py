@@ -11,7 +11,7 @@ from layers.context_attention import ContextAttention, LateFusionLSTM, LateFusio
 from layers.gaussian_encoder import GaussianEncoder
 from layers.hoisted_lstm import HoistedLSTM
 from layers.lda import LDAInference
-from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
+from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from layers.sememe_decoder import SememeDecoder
 from layers.tied_softmax import TiedSoftmax
@@ -23,8 +23,8 @@ from layers.topic_rnn import TopicRNNInference, TopicRNNOutput
 
 __all__ = ["AdaptiveSoftmax", "BagOfWords", "ContextAttention", "ConvolutionalTopicModel",
            "DocumentConvolution", "GaussianEncoder", "HoistedLSTM", "LDAInference",
-           "LateFusionLSTM", "LateFusionLSTMCell", "MixtureOfExpertsLSTMCell",
-           "MixtureOfSoftmaxes", "NeuralTopicModel", "SememeDecoder", "TiedSoftmax",
-           "TopicAttention", "TopicCompositionalLSTM", "TopicCompositionalLSTMCell",
-           "TopicGate", "TopicRNNInference", "TopicRNNOutput", "TopicState",
-           "default_cutoffs"]
+           "LateFusionLSTM", "LateFusionLSTMCell", "MixtureOfExpertsLSTM",
+           "MixtureOfExpertsLSTMCell", "MixtureOfSoftmaxes", "NeuralTopicModel",
+           "SememeDecoder", "TiedSoftmax", "TopicAttention", "TopicCompositionalLSTM",
+           "TopicCompositionalLSTMCell", "TopicGate", "TopicRNNInference", "TopicRNNOutput",
+           "TopicState", "default_cutoffs"]

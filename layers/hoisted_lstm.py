@@ -41,8 +41,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from layers.lstm_gates import dropped_sequences
 
-def _tensorflow_sees_a_gpu() -> bool:
+
+def tensorflow_sees_a_gpu() -> bool:
+    """Whether Keras runs TensorFlow and TensorFlow sees a GPU."""
     if keras.backend.backend() != "tensorflow":
         return False
     import tensorflow as tf
@@ -65,7 +68,7 @@ class HoistedLSTM(keras.layers.LSTM):
     def _hoists(self) -> bool:
         cell = self.cell
         if cell.implementation != 2 or self.use_cudnn is True or (
-                self.use_cudnn == "auto" and _tensorflow_sees_a_gpu()):
+                self.use_cudnn == "auto" and tensorflow_sees_a_gpu()):
             return False
         if self.hoist != "auto":
             return self.hoist
@@ -79,9 +82,7 @@ class HoistedLSTM(keras.layers.LSTM):
         cell = self.cell
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
-        if training and 0.0 < cell.dropout < 1.0:
-            sequences = sequences * ops.expand_dims(
-                cell.get_dropout_mask(sequences[:, 0, :]), 1)
+        sequences = dropped_sequences(cell, sequences, training)
         if self._runs_tensorflow_recurrence():
             return self._tensorflow_loop(sequences, initial_state, mask)
         gates = ops.matmul(sequences, cell.kernel)                   # [B, L, 4 n_h]
@@ -116,29 +117,17 @@ class HoistedLSTM(keras.layers.LSTM):
         """The hoisted layer under TensorFlow: ``x W + b`` for all steps time-major, then
         :func:`layers.lstm_recurrence.lstm_recurrence` (masking and ``go_backwards`` as
         ``keras.src.backend.rnn``: outputs in the order the steps ran)."""
-        import tensorflow as tf
-
-        from layers.lstm_recurrence import lstm_recurrence
+        from layers.lstm_recurrence import lstm_recurrence, rnn_results, time_major_gates
 
         cell = self.cell
-        x = tf.transpose(sequences, (1, 0, 2))                      # [L, B, n_x]
-        if mask is not None:
-            mask = tf.transpose(mask, (1, 0))                        # [L, B]
-        if self.go_backwards:
-            x = tf.reverse(x, (0,))
-            mask = None if mask is None else tf.reverse(mask, (0,))
-        steps, batch = tf.shape(x)[0], tf.shape(x)[1]
-        gates = tf.matmul(tf.reshape(x, (steps * batch, x.shape[-1])),
-                          ops.convert_to_tensor(cell.kernel))       # [L B, 4 n_h]
-        if cell.use_bias:
-            gates = tf.nn.bias_add(gates, ops.convert_to_tensor(cell.bias))
-        gates = tf.reshape(gates, (steps, batch, gates.shape[-1]))
+        gates, mask = time_major_gates(
+            sequences, ops.convert_to_tensor(cell.kernel),
+            ops.convert_to_tensor(cell.bias) if cell.use_bias else None, mask,
+            self.go_backwards)
         outputs, h, c = lstm_recurrence(
             gates, initial_state[0], initial_state[1],
             ops.convert_to_tensor(cell.recurrent_kernel), mask, self.zero_output_for_mask)
-        last = outputs[-1]
-        outputs = tf.transpose(outputs, (1, 0, 2)) if self.return_sequences else last[:, None]
-        return last, outputs, [h, c]
+        return rnn_results(outputs, h, c, self.return_sequences)
 
     def get_config(self):
         return {**super().get_config(), "hoist": self.hoist}

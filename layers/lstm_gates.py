@@ -74,3 +74,12 @@ def check_positive_int(owner, name, value):
     """A ValueError naming ``owner`` and ``name`` unless ``value`` is a positive int."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{owner} {name} must be a positive integer, got {value!r}.")
+
+
+def dropped_sequences(cell, sequences, training):
+    """``sequences [B, L, n_x]`` times ``cell``'s input dropout mask in training (one mask
+    per sequence, drawn as ``keras.layers.LSTMCell`` draws it), for a layer that computes
+    the input half of the gates for all steps before its loop; unchanged otherwise."""
+    if training and 0.0 < cell.dropout < 1.0:
+        return sequences * ops.expand_dims(cell.get_dropout_mask(sequences[:, 0, :]), 1)
+    return sequences

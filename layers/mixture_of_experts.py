@@ -3,6 +3,8 @@
 the model mixes with the topic proportions.
 
 * :class:`MixtureOfExpertsLSTMCell`: ``T`` independent LSTM experts computed as one cell.
+* :class:`MixtureOfExpertsLSTM`: ``keras.layers.RNN`` over that cell, whose loop under
+  TensorFlow computes ``x W + b`` for all steps first and has its backward pass written out.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from keras import ops
 # DropoutRNNCell lives in a private Keras module; see layers/topic_lstm.py.
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from layers.hoisted_lstm import tensorflow_sees_a_gpu
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
-                               lstm_bias_initializer, lstm_update)
+                               dropped_sequences, lstm_bias_initializer, lstm_update)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -154,3 +157,60 @@ class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
             "seed": self.seed,
         }
         return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="tcnlm_tf")
+class MixtureOfExpertsLSTM(keras.layers.RNN):
+    """``keras.layers.RNN`` over a :class:`MixtureOfExpertsLSTMCell` (same arguments,
+    weights, variable paths and outputs) whose loop under TensorFlow computes the input half
+    ``x W + b`` of every expert's gates for all L steps in one product before the loop and
+    runs :func:`layers.lstm_recurrence.recurrence` with
+    :class:`layers.lstm_recurrence.ExpertProducts`: per step only ``h_{t-1}[k] U[k]``, and
+    in the backward pass ``dz_t[k] U[k]^T`` with each ``U[k]^T`` materialised once and
+    ``dU`` one batched product after the loop.
+
+    ``keras.layers.RNN``'s own loop runs where TensorFlow does not, where TensorFlow sees a
+    GPU, with ``unroll``, and with recurrent dropout in training. Input dropout is the
+    cell's (one mask per sequence, drawn by ``keras.layers.RNN``), applied to x before the
+    product.
+
+    Shapes: ``x [B, L, n_x]`` -> as ``keras.layers.RNN`` (``[B, L, T n_h]`` with
+    ``return_sequences``, plus ``h, c [B, T n_h]`` with ``return_state``)."""
+
+    def __init__(self, cell, **kwargs):
+        if not isinstance(cell, MixtureOfExpertsLSTMCell):
+            raise ValueError(f"MixtureOfExpertsLSTM needs a MixtureOfExpertsLSTMCell, got "
+                             f"{cell!r}.")
+        super().__init__(cell, **kwargs)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """``keras.layers.RNN.from_config`` on a copy of ``config`` (Keras's takes the cell
+        out of the dict it is given)."""
+        return super().from_config(dict(config), custom_objects)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        """``sequences [B, L, n_x]``, ``initial_state [h0, c0]`` -> ``(last output, outputs,
+        [h, c])`` as ``keras.src.backend.rnn`` returns them."""
+        if not self._runs_tensorflow_recurrence(training):
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        from layers.lstm_recurrence import ExpertProducts, recurrence, rnn_results, \
+            time_major_gates
+
+        cell = self.cell
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0]
+        sequences = dropped_sequences(cell, sequences, training)
+        gates, mask = time_major_gates(sequences, ops.convert_to_tensor(cell.kernel),
+                                       ops.convert_to_tensor(cell.bias), mask,
+                                       self.go_backwards)
+        outputs, h, c = recurrence(
+            ExpertProducts, gates, initial_state[0], initial_state[1],
+            (ops.convert_to_tensor(cell.recurrent_kernel),), mask, self.zero_output_for_mask)
+        return rnn_results(outputs, h, c, self.return_sequences)
+
+    def _runs_tensorflow_recurrence(self, training) -> bool:
+        """Whether the loop is :func:`layers.lstm_recurrence.recurrence` (class docstring)."""
+        return (keras.backend.backend() == "tensorflow" and not tensorflow_sees_a_gpu()
+                and not self.unroll
+                and not (training and 0.0 < self.cell.recurrent_dropout < 1.0))

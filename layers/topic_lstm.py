@@ -21,6 +21,7 @@ from keras import ops
 # after it). requirements.txt pins keras==3.15.1, whose module path and contract this relies on.
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from layers.hoisted_lstm import tensorflow_sees_a_gpu
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
                                lstm_bias_initializer, lstm_update)
 
@@ -384,6 +385,16 @@ class TopicCompositionalLSTM(keras.layers.Layer):
     (e.g. from ``Embedding(mask_zero=True)``) is honoured: masked steps keep the previous
     state, and with ``return_sequences`` the mask is passed on to the outputs.
 
+    The input half of eq. 13-14 is computed for all steps before the loop
+    (:meth:`TopicCompositionalLSTMCell.input_gates`). Under TensorFlow the loop is
+    :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence`, whose backward pass is
+    written out (per step only the gate gradients and products with the transposed
+    recurrent weights, materialised once; the weights' gradients one product each after the
+    loop), except where TensorFlow sees a GPU and with recurrent dropout in training; there,
+    and under the other backends, it is ``keras.layers.RNN`` over the cell. Both read the
+    same weights (the ``cell``'s, tracked under ``rnn`` either way), give the same outputs
+    and gradients and draw the same dropout masks.
+
     Args:
         units: hidden size.
         num_factors: number of factors per gate.
@@ -453,15 +464,45 @@ class TopicCompositionalLSTM(keras.layers.Layer):
         if isinstance(mask, (list, tuple)):
             mask = mask[0]
         state = self.cell.topic_state(topics, initial_state)
-        outputs = self.rnn(
-            self.cell.input_gates(x, state[2], training),
-            initial_state=state,
-            mask=mask,
-            training=training,
-        )
+        gates = self.cell.input_gates(x, state[2], training)
+        if self._runs_tensorflow_recurrence(training):
+            return self._tensorflow_loop(gates, state, mask)
+        outputs = self.rnn(gates, initial_state=state, mask=mask, training=training)
         if self.return_state:
             return outputs[:3]
         return outputs
+
+    def _runs_tensorflow_recurrence(self, training) -> bool:
+        """Whether the loop is :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence`:
+        under TensorFlow without a GPU, and without recurrent dropout in training (there
+        ``keras.layers.RNN`` runs the cell)."""
+        return (keras.backend.backend() == "tensorflow" and not tensorflow_sees_a_gpu()
+                and not (training and 0.0 < self.cell.recurrent_dropout < 1.0))
+
+    def _tensorflow_loop(self, gates, state, mask):
+        """The recurrence of ``keras.layers.RNN(cell)`` under TensorFlow, from the input
+        half ``gates [B, L, 4 n_h]`` and the cell's ``state``, by
+        :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence` (masking as
+        ``keras.layers.RNN``); returns what :meth:`call` returns."""
+        import tensorflow as tf
+
+        from layers.topic_lstm_recurrence import topic_lstm_recurrence
+
+        cell = self.cell
+        h0, c0 = (ops.cast(s, cell.compute_dtype) for s in state[:2])
+        # the dropout masks keras.layers.RNN draws (this loop uses none), so that the cell's
+        # seed generator moves as under keras.layers.RNN
+        cell.get_dropout_mask(gates[:, 0, :])
+        cell.get_recurrent_dropout_mask(h0)
+        outputs, h, c = topic_lstm_recurrence(
+            tf.transpose(gates, (1, 0, 2)), h0, c0,
+            ops.convert_to_tensor(cell.recurrent_kernel),
+            ops.convert_to_tensor(cell.recurrent_factor_kernel), state[3],
+            None if mask is None else tf.transpose(mask, (1, 0)))
+        cell.reset_dropout_mask()
+        cell.reset_recurrent_dropout_mask()
+        outputs = tf.transpose(outputs, (1, 0, 2)) if self.return_sequences else outputs[-1]
+        return (outputs, h, c) if self.return_state else outputs
 
     def compute_output_shape(self, input_shape):
         x_shape = input_shape[0]

@@ -23,11 +23,11 @@ pytestmark = pytest.mark.slow
 
 BACKENDS = ("jax", "torch")
 LAYERS = ("BagOfWords", "TiedSoftmax", "TopicCompositionalLSTM", "TopicCompositionalLSTMCell",
-          "TopicState", "MixtureOfExpertsLSTMCell", "DocumentConvolution", "TopicAttention",
-          "ConvolutionalTopicModel", "TopicGate", "ContextAttention", "LateFusionLSTM",
-          "LateFusionLSTMCell", "GaussianEncoder", "NeuralTopicModel", "TopicRNNInference",
-          "AdaptiveSoftmax", "TopicRNNOutput", "MixtureOfSoftmaxes", "LDAInference",
-          "SememeDecoder", "HoistedLSTM")
+          "TopicState", "MixtureOfExpertsLSTMCell", "MixtureOfExpertsLSTM",
+          "DocumentConvolution", "TopicAttention", "ConvolutionalTopicModel", "TopicGate",
+          "ContextAttention", "LateFusionLSTM", "LateFusionLSTMCell", "GaussianEncoder",
+          "NeuralTopicModel", "TopicRNNInference", "AdaptiveSoftmax", "TopicRNNOutput",
+          "MixtureOfSoftmaxes", "LDAInference", "SememeDecoder", "HoistedLSTM")
 #: the output layers: ``backend_check`` also checks their ``target_log_prob``, the training
 #: path of the project's models
 OUTPUT_LAYERS = ("AdaptiveSoftmax", "MixtureOfSoftmaxes", "SememeDecoder", "TiedSoftmax")

@@ -78,6 +78,13 @@ def _mixture_of_experts_cell():
     return keras.Model(x, keras.layers.RNN(layer)(x)), layer, _sequence_and_topics()[:1]
 
 
+def _mixture_of_experts_lstm():
+    x = keras.Input((L, NX))
+    layer = layers.MixtureOfExpertsLSTM(layers.MixtureOfExpertsLSTMCell(5, T),
+                                        return_sequences=True)
+    return keras.Model(x, layer(x)), layer, _sequence_and_topics()[:1]
+
+
 def _document_ids():
     ids = np.random.default_rng(1).integers(0, V, (B, 7))
     ids[0, 4:] = 0
@@ -205,6 +212,7 @@ CASES = {
     layers.TopicCompositionalLSTMCell: _topic_compositional_cell,
     layers.TopicState: _topic_state,
     layers.MixtureOfExpertsLSTMCell: _mixture_of_experts_cell,
+    layers.MixtureOfExpertsLSTM: _mixture_of_experts_lstm,
     layers.DocumentConvolution: _document_convolution,
     layers.TopicAttention: _topic_attention,
     layers.ConvolutionalTopicModel: _convolutional_topic_model,

@@ -1,5 +1,6 @@
 """benchmarks.probe_lstm_recurrence at a tiny shape: one process per thread count, a row per
-contender with its ratio to torch's step, and the shapes it names."""
+contender with its ratio to torch's step (or another reference's), and the shapes it
+names."""
 import subprocess
 import sys
 
@@ -21,6 +22,19 @@ def test_it_times_every_contender_at_each_thread_count():
                       for t in (1, 2) for p in ("float32", "bf16")]
     rows = [line.split()[0] for line in result.stdout.splitlines() if line.startswith(" ")]
     assert rows == ["torch", "keras", "hoisted", "hoisted-generic"] * 4
+
+
+def test_the_topic_guided_layers_against_their_keras_loops():
+    command = [sys.executable, "-m", "benchmarks.probe_lstm_recurrence", "--shapes", "2x3x4x5",
+               "--precisions", "bf16", "--threads", "1", "--contenders",
+               "tc-keras,tc,moe-keras,moe", "--reference", "tc-keras", "--rounds", "1",
+               "--steps", "1", "--warmup", "1"]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith(" ")]
+    assert [row[0] for row in rows] == ["tc-keras", "tc", "moe-keras", "moe"]
+    assert rows[0][3:] == ["1.00x", "tc-keras"] and all(row[4] == "tc-keras" for row in rows)
 
 
 def test_the_table_gives_the_median_ratio_of_the_rounds(capsys):

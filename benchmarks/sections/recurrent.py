@@ -8,8 +8,11 @@ which the project's LSTM models run); ``TC-LSTM, step by step``,
 i.e. ``keras.layers.RNN(TopicCompositionalLSTMCell(..., input_gates_given=False))`` from
 ``initial_state=cell.topic_state(t)``, which computes the input half of eq. 13-14 inside the
 recurrence (the baseline of the hoisting); ``TC-LSTM (layer)``, ``TopicCompositionalLSTM``
-on ``[x, t]``, which computes it for all L steps before the loop; ``MoE LSTM``,
-``keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K))``.
+on ``[x, t]``, which computes it for all L steps before the loop (under TensorFlow its loop
+is :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence`); ``MoE LSTM``,
+``MixtureOfExpertsLSTM(MixtureOfExpertsLSTMCell(n_h, num_experts=K))``, as the naive MoE
+model runs it (``keras.layers.RNN`` over the cell, with x W + b computed before the loop
+under TensorFlow).
 
 The loss is the sum of the outputs [B, L, n_h] (MoE: [B, L, K n_h]). Besides the time, the
 table gives each layer's multiply-adds per token relative to the LSTM's
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> None:
     import numpy as np
 
     from layers.hoisted_lstm import HoistedLSTM
-    from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
+    from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
     from layers.topic_lstm import TopicCompositionalLSTM, TopicCompositionalLSTMCell
 
     B, L, n_x, n_h, T = (args.batch_size, args.seq_len, args.input_size, args.hidden_size,
@@ -161,8 +164,8 @@ def run(args: argparse.Namespace) -> None:
         stepwise = keras.layers.RNN(cell, return_sequences=True, dtype=policy,
                                     name="tc_stepwise")
         tc_layer = TopicCompositionalLSTM(n_h, n_f, T, dtype=policy, name="tc_lstm")
-        moe = keras.layers.RNN(MixtureOfExpertsLSTMCell(n_h, num_experts=K, dtype=policy),
-                               return_sequences=True, dtype=policy, name="moe")
+        moe = MixtureOfExpertsLSTM(MixtureOfExpertsLSTMCell(n_h, num_experts=K, dtype=policy),
+                                   return_sequences=True, dtype=policy, name="moe")
         return {
             "keras LSTM": (lambda: lstm(read(x)), lstm, [x], "lstm"),
             "LSTM, x W hoisted": (lambda: hoisted(read(x)), hoisted, [x], "lstm"),

@@ -36,7 +36,7 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from layers.mixture_of_experts import MixtureOfExpertsLSTMCell
+from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
 from layers.topic_lstm import TopicCompositionalLSTM
 from layers.topic_model import BagOfWords, NeuralTopicModel
 from tcnlm_tf.models.base import Context, TopicModel
@@ -156,9 +156,8 @@ class NaiveMoE(TopicGuidedLanguageModel):
         # that builds several models; it is the name Keras gives the first one by default
         cell = MixtureOfExpertsLSTMCell(self.hidden_size, self.num_topics,
                                         name="mixture_of_experts_lstm_cell")
-        return keras.layers.RNN(cell,
-                                return_sequences=True, return_state=True,
-                                name=f"moe_lstm_{index}")
+        return MixtureOfExpertsLSTM(cell, return_sequences=True, return_state=True,
+                                    name=f"moe_lstm_{index}")
 
     def encode(self, inputs, context, training=False, state=None, reset=None):
         hidden, new_state = super().encode(inputs, context, training, state, reset)
