@@ -31,15 +31,16 @@ demo: install
 
 ## test: the whole test suite (small configurations, synthetic corpus; 13-15 minutes on
 ## an idle 2-core machine),
-## in 3 processes (pytest-xdist; each test file stays in one, see tests/conftest.py): a
-## third keeps the 2 cores busy while a test waits on the subprocesses it starts.
+## in 3 processes (pytest-xdist; each test file stays in one, the longest files first, see
+## SLOWEST_FIRST in tests/conftest.py): a third keeps the 2 cores busy while a test waits on
+## the subprocesses it starts.
 test: install
-	$(PY) -m pytest -q -n 3 --dist loadfile tests
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests
 
 ## test-fast: the unit tests only (every test not marked slow: no tiny training runs or
 ## exports; under a minute on the idle machine), for the edit-test loop. CI runs `make test`.
 test-fast: install
-	$(PY) -m pytest -q -n 3 --dist loadfile -m "not slow" tests
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not slow" tests
 
 ## lint: ruff with the configuration in pyproject.toml (pyflakes and pycodestyle, 100
 ## columns); CI runs it before the tests.

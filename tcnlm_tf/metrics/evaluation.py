@@ -89,10 +89,11 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         protocol=pipeline.SHUFFLED if topics == pipeline.SHUFFLED else context)
     if topics == "uniform":
         terms = tf.function(lambda batch, state: run.model.loss_terms(
-            batch, False, state, context=uninformative_context(run, batch)), reduce_retracing=True)
+            batch, False, state, context=uninformative_context(run, batch)),
+            reduce_retracing=True, autograph=False)
     else:
         terms = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
-                            reduce_retracing=True)
+                            reduce_retracing=True, autograph=False)
 
     def step(batch, state):
         out = terms(batch, state)
