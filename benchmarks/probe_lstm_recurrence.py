@@ -67,10 +67,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--shapes", default="pd,apnews", help="of " + ", ".join(SHAPES))
     p.add_argument("--precisions", default="float32,bf16", help="float32, bf16")
     p.add_argument("--threads", default="1,2", help="thread counts, one process each")
-    p.add_argument("--contenders", default=",".join(CONTENDERS))
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help="comma-separated, of torch, keras, hoisted, hoisted-true, hoisted-false, "
+                        "hoisted-generic, tc, tc-keras, moe, moe-keras (the module docstring)")
     p.add_argument("--reference", default="torch",
                    help="the contender whose time the ratios divide by (default: torch)")
-    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=7, help="alternating rounds")
     p.add_argument("--steps", type=int, default=5, help="steps per round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per contender")
     args = p.parse_args(argv)
@@ -90,6 +92,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     threads = int(args.threads[0])
     torch, tf = start_frameworks(threads)
+    from benchmarks.harness import machine_line
+
+    print(f"{machine_line()}, torch {torch.__version__}", flush=True)
     for shape in args.shapes:
         sizes = shape_sizes(shape)
         for precision in args.precisions:

@@ -11,11 +11,12 @@ The multiply-adds are the same. Under TensorFlow the loop is
 :func:`layers.lstm_recurrence.lstm_recurrence`, whose backward pass is written out (per step
 only the gate gradients and ``dz_t U^T`` with ``U^T`` materialised once; ``dU``, ``dW``,
 ``db`` and ``dx`` one large product each after the loop). On this project's 2-core CPU
-(``python -m benchmarks.probe_lstm_recurrence``, forward + backward) its training step takes
-0.94x / 0.66x the time of ``torch.nn.LSTM`` at the People's Daily shape (B 20, L 35,
-650 -> 650) in float32 / bf16 and 0.97x / 0.91x at the APNEWS shape (B 64, L 30,
-300 -> 600) at 1 thread (1.06x / 0.73x and 1.03x / 0.99x at 2), against
-``keras.layers.LSTM``'s 2.11x / 1.45x and 1.19x / 1.21x. Under the other backends the
+(``python -m benchmarks.probe_lstm_recurrence``, forward + backward, no other job;
+``results/benchmarks/speed/probe-lstm-recurrence.txt``) its training step takes 1.02x /
+0.67x the time of ``torch.nn.LSTM`` at the People's Daily shape (B 20, L 35, 650 -> 650) in
+float32 / bf16 and 0.95x / 0.89x at the APNEWS shape (B 64, L 30, 300 -> 600) at 1 thread
+(1.02x / 0.78x and 0.98x / 0.97x at 2), against ``keras.layers.LSTM``'s 2.16x / 1.51x and
+1.22x / 1.22x. Under the other backends the
 loop is ``keras.src.backend.rnn`` over the hoisted ``x W + b``, which pays off under a
 reduced precision (the one large bf16 product uses the CPU's bf16 units well, L small ones
 do not) and not in float32.

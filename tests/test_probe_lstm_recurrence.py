@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from benchmarks.harness import cpu_model
 from benchmarks.probe_lstm_recurrence import SHAPES, shape_sizes, table
 from tests.conftest import REPO_ROOT
 
@@ -18,8 +19,11 @@ def test_it_times_every_contender_at_each_thread_count():
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     titles = [line for line in result.stdout.splitlines() if not line.startswith(" ")]
-    assert titles == [f"2x3x4x5 (2, 3, 4, 5) {p}, {t} thread(s)"
-                      for t in (1, 2) for p in ("float32", "bf16")]
+    # each process first names the machine it ran on, then its tables
+    assert [t.split(",")[0] for t in titles[::3]] == ["machine: " + cpu_model()] * 2
+    assert all("torch " in t for t in titles[::3])
+    assert titles[1:3] + titles[4:] == [f"2x3x4x5 (2, 3, 4, 5) {p}, {t} thread(s)"
+                                        for t in (1, 2) for p in ("float32", "bf16")]
     rows = [line.split()[0] for line in result.stdout.splitlines() if line.startswith(" ")]
     assert rows == ["torch", "keras", "hoisted", "hoisted-generic"] * 4
 
