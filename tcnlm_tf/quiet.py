@@ -8,6 +8,12 @@ once, by the ``tcnlm_tf`` package) sets ``TF_CPP_MIN_LOG_LEVEL`` to 2 unless it 
 wraps TensorFlow's first import, whoever triggers it: the import and the device discovery
 run with the standard-error file descriptor captured, the lines of :data:`NOISE` are
 dropped, and every other line is written back, so a real problem still shows.
+
+The same import loads the modules of :data:`DEFERRED` lazily (``importlib.util.LazyLoader``:
+the module is executed at its first attribute access): Keras, which TensorFlow imports,
+imports ``matplotlib.pyplot`` for an image-gallery helper the project never calls, a quarter
+of TensorFlow's import time, and each command that plots still gets the whole module when it
+first uses it.
 """
 from __future__ import annotations
 
@@ -50,6 +56,40 @@ def filtered_stderr() -> Iterator[None]:
                 sys.stderr.flush()
 
 
+#: modules that TensorFlow's import brings in and the project uses late or never: loaded
+#: lazily while TensorFlow is first imported (see the module docstring)
+DEFERRED = ("matplotlib.pyplot",)
+
+
+class _Deferred(importlib.abc.MetaPathFinder):
+    """Finds the modules of :data:`DEFERRED` as usual, their loaders wrapped in
+    ``importlib.util.LazyLoader``."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in DEFERRED:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is not None and spec.loader is not None:
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
+@contextlib.contextmanager
+def deferred_imports() -> Iterator[None]:
+    """While the block runs, the modules of :data:`DEFERRED` that get imported are loaded
+    lazily."""
+    finder = _Deferred()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
 class _QuietTensorFlow(importlib.abc.MetaPathFinder):
     """Finds ``tensorflow`` as usual, with its loading wrapped in :func:`filtered_stderr`
     and followed by the device discovery (where the cuInit line comes from)."""
@@ -64,7 +104,7 @@ class _QuietTensorFlow(importlib.abc.MetaPathFinder):
         load = spec.loader.exec_module
 
         def exec_module(module):
-            with filtered_stderr():
+            with filtered_stderr(), deferred_imports():
                 load(module)
                 module.config.list_physical_devices()
 

@@ -25,3 +25,25 @@ def test_importing_tensorflow_after_the_package_prints_nothing():
          " + 1))"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == "3.0\n"
     assert result.stderr == ""
+
+
+DEFERRED_PYPLOT = """
+import sys
+import tcnlm_tf, tensorflow, keras
+plt = sys.modules["matplotlib.pyplot"]         # imported by Keras, not yet executed
+print(type(plt).__name__)
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot
+figure = matplotlib.pyplot.figure()
+print(type(plt).__name__, matplotlib.get_backend(), type(figure).__name__)
+"""
+
+
+def test_pyplot_is_loaded_when_first_used():
+    """TensorFlow's import (through Keras) leaves ``matplotlib.pyplot`` unexecuted; a
+    command that plots gets the whole module, with the backend it chose."""
+    result = subprocess.run([sys.executable, "-c", DEFERRED_PYPLOT], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["_LazyModule", "module Agg Figure"]
