@@ -6,11 +6,9 @@ import argparse
 
 import numpy as np
 import pytest
-import torch
 
 from benchmarks.run import main
 from benchmarks.sections import peers
-from benchmarks.torch_peers import PeerLM, torch_batches
 from tcnlm_tf.errors import UserError
 from tests.test_benchmark import QUICK, positive, table
 
@@ -70,6 +68,10 @@ def test_the_generated_corpus_holds_every_word_and_starts_with_zipf_sentences():
 
 @pytest.mark.parametrize("output", ["softmax", "tied", "adaptive"])
 def test_the_peer_loss_is_the_weighted_mean_nll(output):
+    import torch     # here, not at the top: the processes that never run this skip its import
+
+    from benchmarks.torch_peers import PeerLM, torch_batches
+
     torch.manual_seed(0)
     model = PeerLM(300, 8, 8, 2, 0.0, output, (100,)).eval()
     rng = np.random.default_rng(0)
