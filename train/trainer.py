@@ -244,10 +244,10 @@ class Trainer:
         self._stop = StopRequests()     # fit(stop) replaces it; this one is never installed
         # in a cluster, every call that runs collectives is timed (a stuck worker ends it)
         timed = StallGuard(collective_timeout()).guard if self.multi_worker else (lambda f: f)
-        # traced without AutoGraph: the steps have no Python control flow on tensors, and
-        # converting them cost about half a second of CPU in every process that trains
 
         def traced(function):
+            # without AutoGraph: the steps have no Python control flow on tensors, and
+            # converting them would cost half a second of CPU in every process that trains
             return timed(tf.function(function, reduce_retracing=True, autograph=False))
 
         self._traced_step = traced(self._distributed_train_step)

@@ -321,8 +321,8 @@ class Share:
 
 def plain_function(function: Callable) -> Callable:
     """``function`` for ``Dataset.map`` without AutoGraph's conversion: the pipeline's
-    functions have no Python control flow on tensors, and converting them cost about a
-    second of CPU in every process that builds a dataset."""
+    functions have no Python control flow on tensors, and converting them would cost
+    about a second of CPU in every process that builds a dataset."""
     return tf.autograph.experimental.do_not_convert(function)
 
 
