@@ -23,9 +23,12 @@ PY=$CHECKOUT/.venv/bin/python
 PARENT=$(dirname "$CHECKOUT")
 PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs-dir'
 #: the commit the comparisons below train with (provenance, per-document test scores, exact
-#: resume of the variational models), and the one of the --long-sentences carry measurement
+#: resume of the variational models), the one of the --long-sentences carry measurement, and
+#: the one of the precision comparison (the written-out LSTM and TC-LSTM recurrences and the
+#: bfloat16 output-layer products whose speed the choice of default precision weighs)
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
 CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
+PRECISION_CODE=33f4a3aab4ef9496fd76f0a04083556ee7ec2899
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -48,9 +51,10 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code carry_code
+    local code carry_code precision_code
     code=$(frozen_copy "$CODE")
     carry_code=$(frozen_copy "$CARRY_CODE")
+    precision_code=$(frozen_copy "$PRECISION_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # One comparison after the other, each training two runs at a time (--jobs 2, one
@@ -60,6 +64,11 @@ start() {
     # (patience 2, at most 30 epochs), runs in $RUNS/apnews-<name>, records committed to
     # results/apnews/<name> as each run ends:
     #  1. seeds: seeds 0, 1, 2 of the seven rows of the converged table;
+    #  1a. precision-float32 and precision-mixed_bfloat16: the sentence LSTM and TCNLM,
+    #     seed 0, under each --precision, the two comparisons side by side (one job of one
+    #     thread each):
+    #     the default precision is bfloat16 only if it costs at most 1 % test perplexity at
+    #     convergence;
     #  1b. long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
     #     across the pieces of long sentences (the papers' protocol resets it);
     #  2. tied-softmax and full-softmax: the output layer held equal (the topic rows and the
@@ -71,14 +80,21 @@ start() {
     nohup bash -c '
         : campaign-chain
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
+        precision_code=$6
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
             >> "$runs/apnews-$2.log" 2>&1; }
         compare() { compare_at "$code" "$@"; }
         topics=(-- --topic-min-docs 10 --stopwords "$stop_words")
+        precision() { TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
+            compare_at "$precision_code" "precision-$1" --jobs 1 --num-topics 50 \
+            --reference lstm --models lstm,tcnlm "${topics[@]}" --precision "$1"; }
         compare seeds --seeds 0,1,2 --num-topics 50 --ablations \
             --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn "${topics[@]}" &&
+        { precision float32 & first=$!
+          precision mixed_bfloat16 & second=$!
+          wait $first; first=$?; wait $second && [ $first = 0 ]; } &&
         compare_at "$carry_code" long-sentences-carry --num-topics 50 \
             --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
         compare tied-softmax --num-topics 50 --reference lstm-document \
@@ -90,13 +106,15 @@ start() {
             --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
         compare decoders --num-topics 50 --reference lstm-tied \
             --models lstm-mos,sdlm "${topics[@]}"
-    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" "$carry_code" > /dev/null 2>&1 &
+    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" "$carry_code" "$precision_code" \
+        > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
     sleep 5
     local copy
     for copy in "$PARENT"/campaign-*; do
-        [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] && continue
+        [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] \
+            || [ "$copy" = "$precision_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"
