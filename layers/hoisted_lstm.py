@@ -54,6 +54,20 @@ def tensorflow_sees_a_gpu() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
+def runs_tensorflow_recurrence(cell, training=None, *, unroll=False, on_a_gpu=False,
+                               activations=None) -> bool:
+    """Whether a recurrent layer over ``cell`` runs a loop of :mod:`layers.lstm_recurrence`
+    rather than ``keras.layers.RNN``'s: under TensorFlow, without ``unroll``, where
+    TensorFlow sees no GPU (``on_a_gpu``: also where it does, for a layer that decides about
+    the GPU itself), with the loop's ``tanh`` and ``sigmoid`` as ``activations`` (the cell's
+    ``(activation, recurrent_activation)``; ``None`` for a cell with no others), and without
+    recurrent dropout in training (``keras.layers.RNN`` runs the cell there)."""
+    return (keras.backend.backend() == "tensorflow" and not unroll
+            and (on_a_gpu or not tensorflow_sees_a_gpu())
+            and activations in (None, (keras.activations.tanh, keras.activations.sigmoid))
+            and not (training and 0.0 < cell.recurrent_dropout < 1.0))
+
+
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
 class HoistedLSTM(keras.layers.LSTM):
     """``keras.layers.LSTM`` whose ``x W + b`` is one product over all steps before the
@@ -108,11 +122,11 @@ class HoistedLSTM(keras.layers.LSTM):
 
     def _runs_tensorflow_recurrence(self) -> bool:
         """Whether the hoisted loop is :func:`layers.lstm_recurrence.lstm_recurrence`: under
-        TensorFlow, with LSTMCell's default activations and without ``unroll``."""
-        cell = self.cell
-        return (keras.backend.backend() == "tensorflow" and not self.unroll
-                and cell.activation is keras.activations.tanh
-                and cell.recurrent_activation is keras.activations.sigmoid)
+        TensorFlow, with LSTMCell's default activations and without ``unroll`` (:meth:`_hoists`
+        has seen to the GPU, and ``LSTMCell`` has no recurrent dropout where it hoists)."""
+        return runs_tensorflow_recurrence(
+            self.cell, unroll=self.unroll, on_a_gpu=True,
+            activations=(self.cell.activation, self.cell.recurrent_activation))
 
     def _tensorflow_loop(self, sequences, initial_state, mask):
         """The hoisted layer under TensorFlow: ``x W + b`` for all steps time-major, then

@@ -14,7 +14,7 @@ from keras import ops
 # DropoutRNNCell lives in a private Keras module; see layers/topic_lstm.py.
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-from layers.hoisted_lstm import tensorflow_sees_a_gpu
+from layers.hoisted_lstm import runs_tensorflow_recurrence
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
                                dropped_sequences, lstm_bias_initializer, lstm_update)
 
@@ -211,6 +211,4 @@ class MixtureOfExpertsLSTM(keras.layers.RNN):
 
     def _runs_tensorflow_recurrence(self, training) -> bool:
         """Whether the loop is :func:`layers.lstm_recurrence.recurrence` (class docstring)."""
-        return (keras.backend.backend() == "tensorflow" and not tensorflow_sees_a_gpu()
-                and not self.unroll
-                and not (training and 0.0 < self.cell.recurrent_dropout < 1.0))
+        return runs_tensorflow_recurrence(self.cell, training, unroll=self.unroll)

@@ -21,7 +21,7 @@ from keras import ops
 # after it). requirements.txt pins keras==3.15.1, whose module path and contract this relies on.
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-from layers.hoisted_lstm import tensorflow_sees_a_gpu
+from layers.hoisted_lstm import runs_tensorflow_recurrence
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
                                lstm_bias_initializer, lstm_update)
 
@@ -476,8 +476,7 @@ class TopicCompositionalLSTM(keras.layers.Layer):
         """Whether the loop is :func:`layers.topic_lstm_recurrence.topic_lstm_recurrence`:
         under TensorFlow without a GPU, and without recurrent dropout in training (there
         ``keras.layers.RNN`` runs the cell)."""
-        return (keras.backend.backend() == "tensorflow" and not tensorflow_sees_a_gpu()
-                and not (training and 0.0 < self.cell.recurrent_dropout < 1.0))
+        return runs_tensorflow_recurrence(self.cell, training)
 
     def _tensorflow_loop(self, gates, state, mask):
         """The recurrence of ``keras.layers.RNN(cell)`` under TensorFlow, from the input

@@ -11,6 +11,7 @@ import tensorflow as tf
 from layers.gaussian_encoder import GaussianEncoder, gaussian_kl
 from layers.topic_model import NeuralTopicModel
 from layers.topic_rnn import TopicRNNInference
+from tests.random_weights import randomise
 
 V, K, HIDDEN = 11, 3, (6, 5)
 ENCODER_WEIGHTS = ["encoder_0_kernel", "encoder_0_bias", "encoder_1_kernel", "encoder_1_bias",
@@ -24,10 +25,7 @@ def counts(batch=5, seed=0):
 def randomised(layer, seed=1):
     """``layer`` built on [None, V] with random weights (the zero-initialised ones too)."""
     layer.build((None, V))
-    rng = np.random.default_rng(seed)
-    for w in layer.weights:
-        w.assign(rng.normal(scale=0.4, size=w.shape).astype(np.float32))
-    return layer
+    return randomise(layer, seed, scale=0.4)
 
 
 def numpy_posterior(layer, d):

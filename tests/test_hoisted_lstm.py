@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from layers.hoisted_lstm import HoistedLSTM
+from tests.random_weights import same_random_weights
 
 B, L, N_X, N_H = 3, 5, 4, 6
 
@@ -19,11 +20,7 @@ def pair(hoist="auto", **kwargs):
     hoisted = HoistedLSTM(N_H, name="lstm_0", hoist=hoist, **kwargs)
     reference(x)
     hoisted(x)
-    rng = np.random.default_rng(0)
-    for w in reference.weights:
-        w.assign(rng.normal(scale=0.5, size=w.shape).astype(np.float32))
-    hoisted.set_weights(reference.get_weights())
-    return reference, hoisted
+    return same_random_weights(reference, hoisted)
 
 
 def inputs(seed=1):

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
+from tests.random_weights import randomise
 
 VOCAB, H1, H2 = 30, 8, 6
 
@@ -15,10 +16,7 @@ def make_mos(num_mixtures, seed=0, **kwargs):
     layer = MixtureOfSoftmaxes(VOCAB, num_mixtures,
                                embedding_dim=None if "embedding" in kwargs else H2, **kwargs)
     layer.build((None, H1))
-    rng = np.random.default_rng(seed)
-    for w in layer.weights:
-        w.assign(rng.normal(scale=0.5, size=w.shape).astype("float32"))
-    return layer
+    return randomise(layer, seed)
 
 
 def log_softmax(z):

@@ -8,16 +8,9 @@ import tensorflow as tf
 
 from layers.topic_attention import (ConvolutionalTopicModel, DocumentConvolution,
                                     TopicAttention, TopicGate)
+from tests.random_weights import randomise
 
 VOCAB, EMB, WIDTHS, FILTERS, TOPICS, TOPIC_DIM, OUT = 20, 6, (2, 3), 4, 5, 7, 15
-
-
-def randomise(layer, seed=0, scale=0.5):
-    """Replaces every weight with N(0, scale^2) draws, so initial zeros and ones are tested."""
-    rng = np.random.default_rng(seed)
-    for w in layer.weights:
-        w.assign(rng.normal(scale=scale, size=w.shape).astype("float32"))
-    return layer
 
 
 def softmax(x):

@@ -13,6 +13,7 @@ import tensorflow as tf
 import layers.topic_lstm_recurrence
 from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
 from layers.topic_lstm import TopicCompositionalLSTM
+from tests.random_weights import same_random_weights
 
 B, L, NX, NH, NF, T = 4, 6, 5, 7, 3, 4
 #: experts and units per expert of the MoE LSTM
@@ -35,11 +36,7 @@ def pair(policy="float32", **kwargs):
     written = TopicCompositionalLSTM(NH, NF, T, name="tc", dtype=policy, **kwargs)
     reference([x, t])
     written([x, t])
-    rng = np.random.default_rng(0)
-    for w in reference.weights:
-        w.assign(rng.normal(scale=0.5, size=w.shape).astype(np.float32))
-    written.set_weights(reference.get_weights())
-    return reference, written
+    return same_random_weights(reference, written)
 
 
 def inputs(seed=1):
@@ -205,11 +202,7 @@ def moe_pair(policy="float32", cell_options=None, **kwargs):
         for layer in (keras.layers.RNN, MixtureOfExpertsLSTM))
     reference(x)
     written(x)
-    rng = np.random.default_rng(0)
-    for w in reference.weights:
-        w.assign(rng.normal(scale=0.5, size=w.shape).astype(np.float32))
-    written.set_weights(reference.get_weights())
-    return reference, written
+    return same_random_weights(reference, written)
 
 
 def moe_outputs_and_gradients(layer, x, state, mask):
