@@ -137,21 +137,23 @@ def check(args: argparse.Namespace) -> None:
 
 
 def workload_config(name: str, args: argparse.Namespace, data_dir: Path,
-                    precision: str = "float32"):
-    """The ``RunConfig`` of workload ``name`` reading its corpus from ``data_dir``, validated
-    (as :func:`benchmarks.harness.train_run_config`); a flag ``train.run`` refuses is a
-    :class:`UserError` naming ``--peer-train-flags``."""
+                    precision: str = "float32", flag: str = "--peer-train-flags"):
+    """The ``RunConfig`` of workload ``name`` reading its corpus from ``data_dir``, with the
+    ``train.run`` flags of ``args``'s ``flag`` added to the workload's, validated (as
+    :func:`benchmarks.harness.train_run_config`); a flag ``train.run`` refuses is a
+    :class:`UserError` naming ``flag``."""
     from tcnlm_tf.cli.command_line import build_parser, config_from_args
 
     dataset, flags = WORKLOADS[name]
     parser = build_parser()
+    text = getattr(args, flag.lstrip("-").replace("-", "_"))
 
     def refuse(message: str):
-        raise UserError(f"--peer-train-flags {args.peer_train_flags!r}: {message}")
+        raise UserError(f"{flag} {text!r}: {message}")
 
     parser.error = refuse
     try:
-        extra = shlex.split(args.peer_train_flags)
+        extra = shlex.split(text)
     except ValueError as err:
         refuse(str(err))
     config = config_from_args(parser.parse_args(
@@ -302,6 +304,20 @@ def write_corpus(config, data_dir: Path, batches: int, seed: int) -> None:
         (folder / f"{split}.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
 
 
+def generated_corpus(config, scratch: Path, batches: int, seed: int, corpora: dict):
+    """The loaded corpus of ``config``'s dataset: generated (:func:`write_corpus`) under
+    ``scratch / "data"`` and loaded (cache ``scratch / "cache"``) at its first request, then
+    kept in ``corpora`` (dataset -> corpus)."""
+    from tcnlm_tf.data.loading import load_corpus
+
+    dataset = config.data.dataset
+    if dataset not in corpora:
+        write_corpus(config, scratch / "data", batches, seed)
+        corpora[dataset] = load_corpus(config.data, cache_dir=scratch / "cache",
+                                       log=lambda _: None)
+    return corpora[dataset]
+
+
 def multiply_adds(config, vocab_size: int, cutoffs: tuple[int, ...],
                   targets: np.ndarray) -> float:
     """The multiply-adds of the forward pass's matrix products for ``targets`` [B, L]: the
@@ -382,20 +398,15 @@ def workload_contenders(args: argparse.Namespace, scratch: Path):
     import torch
 
     from benchmarks import torch_peers
-    from tcnlm_tf.data.loading import load_corpus
 
     contenders, flops, described, corpora = {}, {}, {}, {}
     for name in args.peer_workloads:
         for precision in args.precisions:
             config = workload_config(name, args, scratch / "data", precision)
-            dataset = config.data.dataset
-            if dataset not in corpora:
-                write_corpus(config, scratch / "data", args.peer_batches, args.seed)
-                corpora[dataset] = load_corpus(config.data, cache_dir=scratch / "cache",
-                                               log=lambda _: None)
-            vocab_size = len(corpora[dataset].lm_vocab)
-            ours, cutoffs, batches = our_side(config, corpora[dataset],
-                                              scratch / f"{name}-{precision}", args.peer_batches)
+            corpus = generated_corpus(config, scratch, args.peer_batches, args.seed, corpora)
+            vocab_size = len(corpus.lm_vocab)
+            ours, cutoffs, batches = our_side(config, corpus, scratch / f"{name}-{precision}",
+                                              args.peer_batches)
             torch.manual_seed(args.seed)
             model = torch_peers.peer_model(config, vocab_size, cutoffs)
             contenders["ours", name, precision] = ours
@@ -439,18 +450,25 @@ def describe(config, vocab_size: int, cutoffs: tuple[int, ...]) -> str:
             f"clip norm {t.clip_norm:g}")
 
 
-def set_threads(threads: int) -> dict[str, int]:
-    """Both frameworks' thread counts (before either computes anything); returns what each
-    reports it has."""
+def set_tensorflow_threads(threads: int) -> int:
+    """TensorFlow's ``threads`` intra-op threads and 1 inter-op thread (before it computes
+    anything); returns the intra-op count it reports."""
     import tensorflow as tf
-    import torch
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    return tf.config.threading.get_intra_op_parallelism_threads()
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    """Both frameworks' thread counts (before either computes anything); returns what each
+    reports it has."""
+    import torch
+
+    tensorflow = set_tensorflow_threads(threads)
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
-    return {"tensorflow": tf.config.threading.get_intra_op_parallelism_threads(),
-            "torch": torch.get_num_threads()}
+    return {"tensorflow": tensorflow, "torch": torch.get_num_threads()}
 
 
 @exit_on_user_error
