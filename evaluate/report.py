@@ -45,6 +45,12 @@ REST_SCORED_PRECEDING = RESULTS / "apnews/rest-scored-preceding"
 TOPIC_COUNTS = RESULTS / "apnews/topic-counts"
 TABLE6 = RESULTS / "apnews/table6"
 SEEDS = RESULTS / "apnews/seeds"
+#: the comparisons of one commit and seed to convergence under each precision, and their rows
+PRECISIONS = {precision: RESULTS / f"apnews/precision-{precision}"
+              for precision in ("float32", "mixed_bfloat16")}
+PRECISION_ROWS = ("lstm", "tcnlm")
+#: the most test perplexity the default precision may cost against float32 (a ratio)
+PRECISION_TOLERANCE = 1.01
 PD_BASELINE = RESULTS / "peoples-daily/tied-medium/pd-tied-medium-none"
 TORCH_REFERENCE = RESULTS / "peoples-daily/pytorch-reference/pd-tied-medium-torch.jsonl"
 #: Table 2's topic-guided rows (the ones the paper says beat the basic LSTM)
@@ -499,6 +505,30 @@ def more_comparisons() -> str:
     return "\n".join(text).rstrip()
 
 
+def precision_at_convergence() -> str:
+    """The sentence LSTM and TCNLM trained to convergence under float32 and mixed_bfloat16
+    (:data:`PRECISIONS`), once both comparisons are complete: each row's test perplexity
+    under both and their ratio against :data:`PRECISION_TOLERANCE`."""
+    head = ["## Precision at convergence", "",
+            "The sentence LSTM and TCNLM on the APNEWS sample (small preset, 50 topics, seed 0, "
+            "one commit), each trained until it converged under `--precision float32` and "
+            "under `--precision mixed_bfloat16`. bfloat16 may be the default only where it "
+            f"costs at most {PRECISION_TOLERANCE - 1:.0%} test perplexity against float32."]
+    if not all(complete(c, PRECISION_ROWS) for c in PRECISIONS.values()):
+        return "\n".join(head + ["", "Not recorded yet (" + " and ".join(
+            f"`{c}`" for c in PRECISIONS.values()) + ", comparisons of `results/campaign.sh`)."])
+    f32, bf16 = (finished_rows(PRECISIONS[p]) for p in ("float32", "mixed_bfloat16"))
+    rows = []
+    for row in PRECISION_ROWS:
+        share = bf16[row]["test_perplexity"] / f32[row]["test_perplexity"]
+        rows.append([row, *(f"{number(m['test_perplexity'])} ({len(m.get('epochs', []))} "
+                            f"epochs, {stop_reason(m, None)})" for m in (f32[row], bf16[row])),
+                     f"{share:.4f}", "yes" if share <= PRECISION_TOLERANCE else "no"])
+    return "\n".join(head + ["", markdown_table(
+        ["row", "float32 test ppl", "mixed_bfloat16 test ppl", "bf16 / float32",
+         f"within {PRECISION_TOLERANCE - 1:.0%}"], rows)])
+
+
 def other_records() -> str:
     return "\n".join([
         "## Benchmarks and fault records", "",
@@ -527,7 +557,8 @@ def not_run() -> str:
 
 SECTIONS: tuple[Callable[[], str], ...] = (
     summary, setup, seed_noise, table_2, context_protocols, table_4, table_6_section,
-    peoples_daily, ablations, more_comparisons, other_records, not_run)
+    peoples_daily, ablations, more_comparisons, precision_at_convergence, other_records,
+    not_run)
 
 
 def report(root: Path) -> str:

@@ -91,3 +91,25 @@ def test_a_comparison_enters_only_when_complete(results_copy):
         text = report.report(results_copy)
         assert ("The spread over seeds" in text) == (index == len(names) - 1), name
     assert "| lstm | 2 | 60.50 | 1.7% |" in text
+
+
+def test_precision_at_convergence_compares_the_two_precisions_once_both_are_complete(
+        results_copy):
+    found = {"float32": {"lstm": 70.0, "tcnlm": 60.0},
+             "mixed_bfloat16": {"lstm": 70.35, "tcnlm": 60.9}}
+    for precision, rows in found.items():
+        comparison = results_copy / report.PRECISIONS[precision]
+        comparison.mkdir(parents=True)
+        (comparison / "compare.json").write_text(json.dumps({"seed": 0}))
+        for row, perplexity in rows.items():
+            text = report.report(results_copy)
+            assert "Not recorded yet (`results/apnews/precision-float32`" in text
+            (comparison / row).mkdir()
+            (comparison / row / "metrics.json").write_text(json.dumps(
+                {"test_perplexity": perplexity, "epochs": [{}] * 12,
+                 "stopped": "early_stopping"}))
+    section = report.report(results_copy)
+    assert "| lstm | 70.00 (12 epochs, patience) | 70.35 (12 epochs, patience) | 1.0050 | yes |" \
+        in section
+    assert "| tcnlm | 60.00 (12 epochs, patience) | 60.90 (12 epochs, patience) | 1.0150 | no |" \
+        in section
