@@ -168,11 +168,11 @@ def generate(run: Run, topics: np.ndarray | None, num: int = 1, temperature: flo
                "prompt_lengths": tf.fill([num], len(prompt))}
     if beams >= 2:
         out = tf.function(lambda: beam_ids(model, context, tf.constant(num), beams, max_words,
-                                           allow_unk, **prompts))()
+                                           allow_unk, **prompts), autograph=False)()
     else:
         out = tf.function(lambda: generate_ids(
             model, context, tf.constant(num), tf.constant(seed, tf.int64),
             tf.constant(0.0 if greedy else temperature), max_words, allow_unk, top_k, top_p,
-            **prompts))()
+            **prompts), autograph=False)()
     ids, lengths = out["ids"].numpy(), out["num_tokens"].numpy()
     return [[run.lm_vocab.words[i] for i in row[:n]] for row, n in zip(ids, lengths)]

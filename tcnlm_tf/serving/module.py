@@ -98,6 +98,13 @@ SAMPLER_SPECS = [tf.TensorSpec([None], tf.string, name="prompts"), SCALAR_SEED,
                  tf.TensorSpec([], tf.int32, name="beam_width")]
 
 
+def serving_function(function, input_signature) -> tf.types.experimental.PolymorphicFunction:
+    """``function`` as a ``tf.function`` of ``input_signature``, not converted by AutoGraph:
+    the serving functions write their loops as ``tf.while_loop`` and their branches as
+    ``tf.cond``, so conversion changes no op, and it was half of an export's time."""
+    return tf.function(function, input_signature=input_signature, autograph=False)
+
+
 def _table(words: list[str], default: int) -> tf.lookup.StaticHashTable:
     """word -> id for ``words`` (ids are list positions), ``default`` for any other string."""
     return tf.lookup.StaticHashTable(
@@ -208,55 +215,55 @@ class ServingModule(tf.Module):
             self.topic_word_words = tf.constant(columns, tf.string)
             self.topic_word_special = tf.constant([is_special(w) for w in columns], tf.bool)
 
-        self.score = tf.function(self._score, input_signature=[
+        self.score = serving_function(self._score, input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
             tf.TensorSpec([None], tf.string, name="documents")])
-        self.score_sentences = tf.function(
+        self.score_sentences = serving_function(
             lambda sentences: self._score(sentences, tf.fill(tf.shape(sentences), "")),
             input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
-        self.next_words = tf.function(self._next_words, input_signature=[
+        self.next_words = serving_function(self._next_words, input_signature=[
             tf.TensorSpec([None], tf.string, name="context"),
             tf.TensorSpec([None], tf.string, name="documents"),
             tf.TensorSpec([], tf.int32, name="k")])
         if self.topic_model:
-            self.infer_topics = tf.function(
+            self.infer_topics = serving_function(
                 lambda documents: {"topics": self._topics(documents)},
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents")])
-            self.generate = tf.function(
+            self.generate = serving_function(
                 lambda topics, seed, temperature: self._generate(
                     self.model.topic_context(checked_topics(topics)), tf.shape(topics)[0],
                     seed, checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                 name="topics"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
-            self.generate_from_document = tf.function(
+            self.generate_from_document = serving_function(
                 lambda documents, seed, temperature: self._generate(
                     self._context(documents), tf.shape(documents)[0], seed,
                     checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
-            self.generate_sampled = tf.function(
+            self.generate_sampled = serving_function(
                 lambda topics, prompts, seed, temperature, top_k, top_p, beam_width:
                 self._generate_sampled(self.model.topic_context(checked_topics(topics)),
                                        tf.shape(topics)[0], prompts, seed, temperature, top_k,
                                        top_p, beam_width),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                name="topics"), *SAMPLER_SPECS])
-            self.generate_sampled_from_document = tf.function(
+            self.generate_sampled_from_document = serving_function(
                 lambda documents, prompts, seed, temperature, top_k, top_p, beam_width:
                 self._generate_sampled(self._context(documents), tf.shape(documents)[0],
                                        prompts, seed, temperature, top_k, top_p, beam_width),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  *SAMPLER_SPECS])
-            self.topic_words = tf.function(self._topic_words, input_signature=[
+            self.topic_words = serving_function(self._topic_words, input_signature=[
                 tf.TensorSpec([], tf.int32, name="top_n")])
         else:
-            self.generate = tf.function(
+            self.generate = serving_function(
                 lambda num_sentences, seed, temperature: self._generate_without_topics(
                     num_sentences, seed, temperature),
                 input_signature=[tf.TensorSpec([], tf.int32, name="num_sentences"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
-            self.generate_sampled = tf.function(
+            self.generate_sampled = serving_function(
                 lambda prompts, seed, temperature, top_k, top_p, beam_width:
                 self._generate_sampled(self._context(tf.fill(tf.shape(prompts), "")),
                                        tf.shape(prompts)[0], prompts, seed, temperature,
