@@ -527,6 +527,15 @@ def git_toplevel(directory: Path) -> Path:
     return Path(result.stdout.strip())
 
 
+def shown_record_dir(record_dir: Path) -> str:
+    """``record_dir`` as the comparison's table names it: relative to the root of the git
+    work tree it is in (``results/<name>``, the same on every machine), else as given."""
+    result = subprocess.run(["git", "-C", str(record_dir), "rev-parse", "--show-prefix"],
+                            capture_output=True, text=True)
+    prefix = result.stdout.strip().rstrip("/")
+    return prefix if result.returncode == 0 and prefix else str(record_dir)
+
+
 def uncommitted(folder: Path) -> list[Path]:
     """The files in ``folder`` (a record) that git does not have as they are: new or
     changed since the last commit, e.g. a record written by a comparison whose commit
@@ -689,8 +698,8 @@ def report(args: argparse.Namespace, directory: Path, runs: dict[RunKey, dict],
     if diversities:
         text += f"\n{DIVERSITY_HEADER.capitalize()} by number of topics\n\n" + diversities
     if from_records:
-        text += (f"\nRead from their records in {args.record_dir} (no run directory here): "
-                 f"{', '.join(from_records)}\n")
+        text += (f"\nRead from their records in {shown_record_dir(args.record_dir)} (no run "
+                 f"directory here): {', '.join(from_records)}\n")
     ablations = ablation_table(entries)
     if ablations:
         causal = ("; the preceding text only: a row trained on the rest of each document "

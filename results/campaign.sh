@@ -80,7 +80,7 @@ start() {
     nohup bash -c '
         : campaign-chain
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6
+        precision_code=$6   # records: relative to the frozen copies, as the tables name them
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
@@ -106,7 +106,8 @@ start() {
             --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
         compare decoders --num-topics 50 --reference lstm-tied \
             --models lstm-mos,sdlm "${topics[@]}"
-    ' "$PY" "$RUNS" "$CHECKOUT" "$stop_words" "$code" "$carry_code" "$precision_code" \
+    ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
+        "$precision_code" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 

@@ -350,7 +350,8 @@ def test_records_are_committed_and_rebuild_the_table_in_a_clean_clone(tmp_path, 
     assert second["tcnlm"]["ablations"] == first["tcnlm"]["ablations"]
     rebuilt = (clone / "results" / "cmp" / "comparison.md").read_text()
     original = (record / "comparison.md").read_text()
-    assert "(no run directory here): lstm, tcnlm" in rebuilt
+    assert "Read from their records in results/cmp (no run directory here): lstm, tcnlm" \
+        in rebuilt
     assert [line for line in rebuilt.splitlines() if line.startswith("| ")] == [
         line for line in original.splitlines() if line.startswith("| ")]
 
