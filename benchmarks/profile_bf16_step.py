@@ -29,9 +29,12 @@ in the step whose span holds its start, and the tables give means over the profi
   optimiser's ``Mul`` apart from the recurrence's), with their calls per step.
 
 The floor is the bfloat16 step with its casts at 0 ms and every matrix product at its
-float32 time / ``--matmul-speed-up`` (default 2, what AVX512_BF16 gains over float32 on a
-product without AMX), everything else at its profiled bfloat16 time; the largest speed-up
-is the profiled float32 step over it, printed beside the profiled and the measured ones.
+float32 time / ``--matmul-speed-up`` (default: this CPU's, measured in the same rounds as
+the steps: one [n, n] x [n, n] product, ``--matmul-size``, float32 time over bfloat16 time;
+AVX512_BF16 without AMX doubles a product's rate where the CPU runs its instructions at full
+speed, and some CPUs that report it run them slower than float32), everything else at its
+profiled bfloat16 time; the largest speed-up is the profiled float32 step over it, printed
+beside the profiled and the measured ones.
 ``--threads`` sets TensorFlow's intra-op threads (1 inter-op thread, as the peers
 children); its thread pools cannot change once started, so one process runs one count.
 The profiled steps are longer than the measured ones by the tracer's cost, most of it in
@@ -95,9 +98,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="training batches the steps cycle through (default: 3)")
     p.add_argument("--threads", type=integer(1), default=1,
                    help="TensorFlow's intra-op threads, 1 inter-op thread (default: 1)")
-    p.add_argument("--matmul-speed-up", type=finite_float, default=2.0, metavar="X",
+    p.add_argument("--matmul-speed-up", type=finite_float, default=None, metavar="X",
                    help="bfloat16 matrix products at float32 time / X in the floor (default: "
-                        "2, AVX512_BF16 without AMX)")
+                        "the bfloat16 speed-up of one --matmul-size product, measured in the "
+                        "run)")
+    p.add_argument("--matmul-size", type=integer(1), default=2048, metavar="N",
+                   help="the [N, N] x [N, N] product whose bfloat16 speed-up the floor "
+                        "assumes without --matmul-speed-up (default: 2048)")
     p.add_argument("--top", type=integer(0), default=15,
                    help="op types listed per precision (default: 15)")
     p.add_argument("--train-flags", default="", metavar="FLAGS",
@@ -106,7 +113,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=random_seed, default=0,
                    help="seed of the weights and the generated corpora (default: 0)")
     args = p.parse_args(argv)
-    if args.matmul_speed_up <= 0:
+    if args.matmul_speed_up is not None and args.matmul_speed_up <= 0:
         raise UserError(f"--matmul-speed-up must be above 0, got {args.matmul_speed_up:g}")
     return args
 
@@ -244,6 +251,8 @@ def floor(f32: dict, bf16: dict, matmul_speed_up: float) -> float:
 
 
 def report(name: str, described: str, profiled: dict, timed: dict, args) -> None:
+    """Prints workload ``name``'s tables, floor and speed-ups (module docstring) from the
+    ``profiled`` summaries and the ``timed`` contenders (steps and products)."""
     f32, bf16 = profiled["float32"], profiled["mixed_bfloat16"]
     print(f"\n{name}: {described}; {args.threads} thread(s), {args.steps} profiled step(s) "
           "per precision, ms per step (means)")
@@ -260,12 +269,17 @@ def report(name: str, described: str, profiled: dict, timed: dict, args) -> None
                     [(kind, c, f"{ms:.2f}", f"{s['calls'][kind, c]:.0f}",
                       f"{100 * ms / s['step']:.1f}")
                      for (kind, c), ms in s["types"].most_common(args.top)], left=2)
-    low = floor(f32, bf16, args.matmul_speed_up)
+    product32, product16 = (timed["product", p]["seconds"] for p in PRECISIONS)
+    measured = product32 / product16
+    speed_up = measured if args.matmul_speed_up is None else args.matmul_speed_up
+    low = floor(f32, bf16, speed_up)
     c16, c32 = bf16["categories"], f32["categories"]
     wall32, wall16 = (timed[p]["seconds"] * 1e3 for p in PRECISIONS)
-    print(f"\n{name}: floor = bf16 step {bf16['step']:.2f} - casts {c16['cast']:.2f} "
+    print(f"\n{name}: one [{args.matmul_size}, {args.matmul_size}] product, float32 "
+          f"{product32 * 1e3:.4g} ms / bf16 {product16 * 1e3:.4g} ms = {measured:.2f}x")
+    print(f"{name}: floor = bf16 step {bf16['step']:.2f} - casts {c16['cast']:.2f} "
           f"- matmuls {c16['matmul']:.2f} + float32 matmuls {c32['matmul']:.2f} / "
-          f"{args.matmul_speed_up:g} = {low:.2f} ms")
+          f"{speed_up:.2f} = {low:.2f} ms")
     print(f"{name}: largest bf16 speed-up {ratio(f32['step'], low)} (float32 step "
           f"{f32['step']:.2f} / floor {low:.2f}); profiled {ratio(f32['step'], bf16['step'])}; "
           f"measured {ratio(wall32, wall16)} (float32 {wall32:.2f} / bf16 {wall16:.2f} ms, "
@@ -285,6 +299,9 @@ def run_workload(name: str, args, scratch: Path, corpora: dict) -> None:
         contenders[precision], cutoffs, _ = peers.our_side(
             config, corpus, scratch / f"{name}-{precision}", args.batches)
         described = peers.describe(config, len(corpus.lm_vocab), cutoffs)
+    for precision in PRECISIONS:
+        contenders["product", precision] = peers.tf_matmul_step(args.matmul_size, precision,
+                                                                args.seed)
     timed = time_contenders(contenders, args.warmup, args.rounds, args.steps)
     steps = profile(contenders, args.steps, scratch / f"{name}-profile")
     optimiser = optimiser_scope(config.train.optimizer)

@@ -19,7 +19,7 @@ WORKLOADS = ("pd-tied-medium", "apnews-small-adaptive")
 def test_each_category_table_sums_to_its_step_and_the_floor_follows():
     command = [sys.executable, "-m", "benchmarks.profile_bf16_step", "--workloads",
                ",".join(WORKLOADS), "--steps", "2", "--rounds", "1", "--warmup", "1",
-               "--batches", "1", "--top", "4", f"--train-flags={TINY}"]
+               "--batches", "1", "--top", "4", "--matmul-size", "64", f"--train-flags={TINY}"]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -45,10 +45,16 @@ def test_each_category_table_sums_to_its_step_and_the_floor_follows():
             assert 1 <= len(top) <= 4 and all(row[1] in probe.CATEGORIES for row in top)
             times = [positive(row[2]) for row in top]
             assert times == sorted(times, reverse=True)
+        product = next(line for line in part.splitlines()
+                       if line.startswith(f"{name}: one [64, 64] product, float32 "))
+        product32, product16 = (positive(product.split()[i]) for i in (6, 10))
+        speed_up = positive(product.split(" = ")[-1].removesuffix("x"))
+        assert speed_up == pytest.approx(product32 / product16, abs=0.006)
         floor_line = next(line for line in part.splitlines()
                           if line.startswith(f"{name}: floor = "))
+        assert f"/ {speed_up:.2f} = " in floor_line
         low = (bf16 - float(rows["cast"][1]) - float(rows["matmul"][1])
-               + float(rows["matmul"][0]) / 2)
+               + float(rows["matmul"][0]) / speed_up)
         assert positive(floor_line.split(" = ")[-1].removesuffix(" ms")) == pytest.approx(
             low, abs=0.03)
         speed_line = next(line for line in part.splitlines()
