@@ -66,9 +66,8 @@ start() {
     #  1. seeds: seeds 0, 1, 2 of the seven rows of the converged table;
     #  1a. precision-float32 and precision-mixed_bfloat16: the sentence LSTM and TCNLM,
     #     seed 0, under each --precision, the two comparisons side by side (one job of one
-    #     thread each):
-    #     the default precision is bfloat16 only if it costs at most 1 % test perplexity at
-    #     convergence;
+    #     thread each); the default precision is bfloat16 only if it costs at most 1 % test
+    #     perplexity at convergence;
     #  1b. long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
     #     across the pieces of long sentences (the papers' protocol resets it);
     #  2. tied-softmax and full-softmax: the output layer held equal (the topic rows and the
@@ -79,8 +78,10 @@ start() {
     local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         : campaign-chain
+        # records: relative to the frozen copies (the checkout beside them), as the
+        # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6   # records: relative to the frozen copies, as the tables name them
+        precision_code=$6
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
