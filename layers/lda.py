@@ -12,6 +12,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from layers.tied_softmax import matmul_transposed
+
 #: Added to phinorm before dividing by it, as gensim does (its ``np.finfo(float32).eps``):
 #: a word column whose exp(E[log beta]) underflowed gives 0 / eps = 0, not 0 / 0.
 PHINORM_FLOOR = float(np.finfo(np.float32).eps)
@@ -44,20 +46,6 @@ def _digamma(x):
     raise NotImplementedError(f"LDAInference has no digamma for the {backend} backend.")
 
 
-def _matmul_transposed(x, y):
-    """``x [B, V] @ y [T, V]^T -> [B, T]``: ``keras.ops.matmul(x, keras.ops.transpose(y))``,
-    except under TensorFlow, where it is ``tf.matmul(x, y, transpose_b=True)`` as before the
-    port: run eagerly, a MatMul of the transposed copy rounds differently in the last bit for
-    some shapes (B, V, T = 4, 9, 3 or 3, 4809, 50 here), and ``evaluate.infer`` runs the layer
-    eagerly. (In a ``tf.function`` Grappler folds the transpose into the MatMul and both
-    agree bit for bit.)"""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        return tf.matmul(x, y, transpose_b=True)
-    return keras.ops.matmul(x, keras.ops.transpose(y))
-
-
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
 class LDAInference(keras.layers.Layer):
     """Bag-of-words counts -> the document's LDA topic proportions q, by gensim's E-step.
@@ -87,8 +75,8 @@ class LDAInference(keras.layers.Layer):
     Every backend: the loop is ``keras.ops.fori_loop`` (under TensorFlow the
     ``tf.while_loop`` it always was), the rest ``keras.ops`` but for psi and the product with
     ``exp_elog_beta^T``, which take the backend's own kernels (:func:`_digamma`,
-    :func:`_matmul_transposed`: under TensorFlow the numbers stay bit for bit those of the
-    TensorFlow-only layer, eager or traced).
+    :func:`layers.tied_softmax.matmul_transposed`: under TensorFlow the numbers stay bit for
+    bit those of the TensorFlow-only layer, eager or traced).
 
     ``topic_word`` [T, V] is each topic's word distribution lambda_k / sum_v lambda_kv (for
     top words and coherence); it does not enter ``call``. Before :meth:`assign` both weights
@@ -133,7 +121,7 @@ class LDAInference(keras.layers.Layer):
         def update(_, gamma):
             theta = ops.exp(_digamma(gamma) - _digamma(ops.sum(gamma, -1, keepdims=True)))
             phinorm = ops.matmul(theta, beta) + PHINORM_FLOOR
-            return self.alpha + theta * _matmul_transposed(counts / phinorm, beta)
+            return self.alpha + theta * matmul_transposed(counts / phinorm, beta)
 
         start = ops.ones((ops.shape(counts)[0], self.num_topics), dtype="float32")
         gamma = ops.fori_loop(0, self.steps, update, start)

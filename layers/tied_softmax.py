@@ -6,20 +6,21 @@ from __future__ import annotations
 import keras
 
 
-def _times_transposed(x, vectors):
-    """``x [N, E]`` times the transposed ``vectors [V, E]`` -> ``[N, V]``.
-
-    Under TensorFlow one ``MatMul`` with ``transpose_b``, whose gradient for ``vectors`` is
-    the product ``dlogits^T x [V, E]`` itself; the product with a transposed copy
-    (``keras.ops.transpose``) has it as ``(x^T dlogits)^T``, an ``[E, V]`` product and a
-    transpose, which in bfloat16 take oneDNN 1.5x as long at V = 13,469, N = 700, E = 650 on
-    this project's CPU (in float32 both forms take about the same time and train to the
-    same bits)."""
+def matmul_transposed(x, y):
+    """``x [N, E]`` times the transposed ``y [V, E]`` -> ``[N, V]``:
+    ``keras.ops.matmul(x, keras.ops.transpose(y))``, except under TensorFlow, where it is one
+    ``MatMul`` with ``transpose_b``. There the gradient for ``y`` is the product
+    ``dlogits^T x [V, E]`` itself, where a transposed copy makes it ``(x^T dlogits)^T``, an
+    ``[E, V]`` product and a transpose that bfloat16 oneDNN takes 1.5x as long for (V =
+    13,469, N = 700, E = 650 on this project's CPU); and run eagerly, the MatMul of a
+    transposed copy rounds differently in the last bit for some shapes (what
+    :class:`layers.lda.LDAInference` infers eagerly keeps the numbers it had). In a
+    ``tf.function`` in float32 both forms give the same bits."""
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        return tf.matmul(x, vectors, transpose_b=True)
-    return keras.ops.matmul(x, keras.ops.transpose(vectors))
+        return tf.matmul(x, y, transpose_b=True)
+    return keras.ops.matmul(x, keras.ops.transpose(y))
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -84,7 +85,7 @@ class TiedSoftmax(keras.layers.Layer):
         flat = ops.reshape(x, (-1, ops.shape(x)[-1]))
         vectors = (self.embedding.embeddings if self.embedding is not None
                    else self.word_embeddings)
-        logits = (_times_transposed(flat, ops.cast(vectors, dtype))
+        logits = (matmul_transposed(flat, ops.cast(vectors, dtype))
                   + ops.cast(self.output_bias, dtype))
         return ops.reshape(logits, (*ops.shape(x)[:-1], self.vocab_size))
 
