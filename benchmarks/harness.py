@@ -23,6 +23,7 @@ from typing import Callable
 from tcnlm_tf.arguments import integer, random_seed
 from tcnlm_tf.errors import UserError
 from tcnlm_tf.precision import PRECISIONS
+from tcnlm_tf.runs.provenance import bf16_units, cpu_model
 
 
 def backend_line() -> str:
@@ -62,23 +63,9 @@ def accelerator() -> str | None:
     return tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name)
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; elsewhere the platform's processor or
-    machine name)."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return model
-
-
 def machine_line() -> str:
-    """One line: CPU model, cores, load, Python, Keras and the backend's versions, and the
-    accelerator the backend computes on, if any."""
+    """One line: CPU model, cores, its bfloat16 units, load, Python, Keras and the backend's
+    versions, and the accelerator the backend computes on, if any."""
     import keras
 
     model = cpu_model()
@@ -86,7 +73,8 @@ def machine_line() -> str:
         load = "load avg {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
     except (OSError, AttributeError):
         load = "load avg n/a"
-    return (f"machine: {model}, {os.cpu_count()} logical CPUs, {load}, "
+    return (f"machine: {model}, {os.cpu_count()} logical CPUs, bfloat16 units "
+            f"{bf16_units()}, {load}, "
             f"{platform.system()} {platform.machine()}, Python {platform.python_version()}, "
             f"Keras {keras.__version__}, backend {backend_line()}, "
             f"computing on {accelerator() or 'the CPU'}")

@@ -44,6 +44,22 @@ def test_an_entry_names_the_commit_threads_cpu_and_versions(monkeypatch):
     assert entry["command"] == "python -m train.run --seed 2"
     assert provenance.commits({"provenance": [entry, entry]}) == [
         (commit or "unknown") + ("+dirty" if entry["dirty"] else "")]
+    assert entry["bf16_units"] == provenance.bf16_units()
+
+
+@pytest.mark.parametrize("flags, units", [
+    ({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}, "AMX_BF16 and AVX512_BF16"),
+    ({"avx512f", "avx512_bf16", "avx512_vnni"}, "AVX512_BF16 without AMX"),
+    ({"avx2", "fma"}, "none"),
+    (set(), "unknown")])
+def test_the_cpus_bfloat16_units_come_from_its_flags(monkeypatch, flags, units):
+    """A CPU's bfloat16 units, which its name does not tell, named in every run's
+    provenance and in the first line of every benchmark printout."""
+    from benchmarks.harness import machine_line
+
+    monkeypatch.setattr(provenance, "cpu_flags", lambda: flags)
+    assert provenance.bf16_units() == units
+    assert f", bfloat16 units {units}, " in machine_line()
 
 
 def write_corpus(root):
