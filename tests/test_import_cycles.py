@@ -97,7 +97,7 @@ TIERS = (
      "data.sharded_array", "data.shard_checks", "data.permutation", "metrics.perplexity",
      "metrics.coherence", "metrics.recovery", "metrics.topic_words", "runs.lock", "runs.directory",
      "runs.checkpoints", "runs.provenance", "serving.mixtures", "serving.scoring", "serving.warmup",
-     "samplers"),
+     "samplers", "tracing"),
     ("config",),
     ("data.loading", "data.pipeline", "metrics.baselines"),
     ("models", "decoders.output_layers"),

@@ -85,6 +85,7 @@ from tcnlm_tf.runs.checkpoints import (model_checkpoint, quiet_pruning,
 from tcnlm_tf.runs.directory import (RESUME_STATE, RunDirectory, RunDirectoryGone,
                                      RunDirectoryWatch, read_json_object)
 from tcnlm_tf.runs.lock import held_lock
+from tcnlm_tf.tracing import any_batch_size
 from train.distribution import (SUM, StallGuard, collective_timeout, input_share, is_chief,
                                 make_strategy, replica_slice)
 from train.stopping import StopRequests
@@ -247,8 +248,10 @@ class Trainer:
 
         def traced(function):
             # without AutoGraph: the steps have no Python control flow on tensors, and
-            # converting them would cost half a second of CPU in every process that trains
-            return timed(tf.function(function, reduce_retracing=True, autograph=False))
+            # converting them would cost half a second of CPU in every process that trains;
+            # traced once for every batch size (tcnlm_tf.tracing)
+            return timed(any_batch_size(
+                tf.function(function, reduce_retracing=True, autograph=False)))
 
         self._traced_step = traced(self._distributed_train_step)
         self._eval_step = traced(self._distributed_eval_step)

@@ -26,6 +26,7 @@ from tcnlm_tf.models.base import Context, has_topics
 from tcnlm_tf.runs.loading import Run, encode_documents
 from tcnlm_tf.serving.generation import beam_ids, generate_ids
 from tcnlm_tf.serving.mixtures import topic_mixture
+from tcnlm_tf.tracing import any_batch_size
 
 
 #: what the LM is conditioned on at evaluation: the topics the model infers from each
@@ -94,6 +95,7 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
     else:
         terms = tf.function(lambda batch, state: run.model.loss_terms(batch, False, state),
                             reduce_retracing=True, autograph=False)
+    terms = any_batch_size(terms)       # one trace for the full batches and the last one
 
     def step(batch, state):
         out = terms(batch, state)
