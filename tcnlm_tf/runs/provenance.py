@@ -103,26 +103,26 @@ def code_version(root: Path = SOURCE_ROOT) -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(status.stdout.strip()) if not status.returncode else None
 
 
-def cpu_model() -> str:
-    """The processor's name (``/proc/cpuinfo``; else what ``platform`` says)."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of the first ``field`` line of ``/proc/cpuinfo`` (None where there is
+    none or the file cannot be read)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``; else what ``platform`` says)."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def cpu_flags() -> set[str]:
     """The processor's feature flags (``/proc/cpuinfo``; empty where it cannot be read)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set((_cpuinfo("flags") or "").split())
 
 
 def bf16_units() -> str:
