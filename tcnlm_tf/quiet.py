@@ -9,22 +9,33 @@ wraps TensorFlow's first import, whoever triggers it: the import and the device 
 run with the standard-error file descriptor captured, the lines of :data:`NOISE` are
 dropped, and every other line is written back, so a real problem still shows.
 
-The same import loads the modules of :data:`DEFERRED` lazily (``importlib.util.LazyLoader``:
-the module is executed at its first attribute access): Keras, which TensorFlow imports,
-imports ``matplotlib.pyplot`` for an image-gallery helper the project never calls, a quarter
-of TensorFlow's import time, and each command that plots still gets the whole module when it
-first uses it.
+The same import is kept lean (:func:`lean_import`): the modules of :data:`LATE` import
+packages that the project never uses through them (JAX for TFLite's converter from JAX,
+SciPy for TensorFlow's legacy Keras, matplotlib for Keras's image galleries), each under
+``try/except ImportError``. While TensorFlow is imported those packages are not found from
+those modules (they would take a third of its import time); afterwards each name such a
+module kept is bound to the package, imported at its first use (:class:`LateModule`,
+:func:`late_function`), so every feature behind them still works. Every other importer
+(the project, the user, Keras on the JAX backend) gets the packages as usual.
+
+Last, every object alive after that import (TensorFlow's and Keras's modules, which live as
+long as the process) is moved out of the cycle collector's generations (``gc.freeze``):
+its full collections, frequent while a step is traced and one more when the process ends,
+would otherwise walk them every time. Objects made later are collected as usual.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
 import importlib.abc
 import importlib.util
 import os
 import re
 import sys
 import tempfile
-from typing import Iterator
+import types
+from typing import Any, Callable, Iterator
 
 #: start-up lines of TensorFlow's C++ side that say nothing to a user on a CPU machine
 NOISE = re.compile(
@@ -56,43 +67,123 @@ def filtered_stderr() -> Iterator[None]:
                 sys.stderr.flush()
 
 
-#: modules that TensorFlow's import brings in and the project uses late or never: loaded
-#: lazily while TensorFlow is first imported (see the module docstring)
-DEFERRED = ("matplotlib.pyplot",)
+#: packages that TensorFlow's import would import for features the project never uses
+LATE_PACKAGES = frozenset({"jax", "scipy", "matplotlib"})
+#: the modules that would import them, each under ``try/except ImportError``: {module: {the
+#: name it keeps: what the name holds, a module or ``module:function``}}
+LATE = {
+    # TFLite's converter from JAX (and the converter module's copy of the name)
+    "tensorflow.lite.python.util": {"_jit": "jax:jit"},
+    "tensorflow.lite.python.lite": {"_jit": "jax:jit"},
+    # sparse inputs to TensorFlow's legacy (Keras 2) training loops
+    "tensorflow.python.keras.engine.training_v1": {"issparse": "scipy.sparse:issparse"},
+    "tensorflow.python.keras.engine.training_arrays_v1": {"issparse": "scipy.sparse:issparse"},
+    # Keras's image and bounding-box galleries
+    "keras.src.visualization.plot_image_gallery": {"plt": "matplotlib.pyplot"},
+    "keras.src.visualization.plot_bounding_box_gallery": {"patches": "matplotlib.patches"},
+    # Keras's Orbax callback keeps no name: it gives older JAX versions
+    # jax.monitoring.record_scalar, which :class:`_KerasJaxShim` does at JAX's import
+    "keras.src.callbacks.orbax_checkpoint": {},
+}
+#: the import machinery's own modules, passed over when looking for who imports
+_MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", __name__})
 
 
-class _Deferred(importlib.abc.MetaPathFinder):
-    """Finds the modules of :data:`DEFERRED` as usual, their loaders wrapped in
-    ``importlib.util.LazyLoader``."""
+class LateModule(types.ModuleType):
+    """Stands for the module ``name``, imported at the first attribute read from it."""
+
+    def __init__(self, name: str):
+        super().__init__(name, f"{name}, imported at its first use")
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def late_function(module: str, function: str) -> Callable:
+    """Stands for ``module.function``, with ``module`` imported at the first call."""
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = function
+    call.__doc__ = f"{module}.{function}, with {module} imported at the first call."
+    return call
+
+
+def _importer() -> str:
+    """The name of the module whose code runs the import being looked up."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") in _MACHINERY:
+        frame = frame.f_back
+    return "" if frame is None else frame.f_globals.get("__name__", "")
+
+
+class _KeptOut(importlib.abc.MetaPathFinder):
+    """The packages of :data:`LATE_PACKAGES`, not found from the modules of :data:`LATE`."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in DEFERRED:
+        if name.split(".")[0] in LATE_PACKAGES and _importer() in LATE:
+            raise ModuleNotFoundError(f"{name} is imported at its first use", name=name)
+        return None
+
+
+class _KerasJaxShim(importlib.abc.MetaPathFinder):
+    """Finds ``jax`` as usual, once, and then does what Keras's Orbax callback module does
+    at its import where JAX is installed: gives ``jax.monitoring`` a ``record_scalar`` that
+    does nothing where the JAX version lacks it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jax":
             return None
         sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is not None and spec.loader is not None:
-            spec.loader = importlib.util.LazyLoader(spec.loader)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            if not hasattr(module.monitoring, "record_scalar"):
+                module.monitoring.record_scalar = lambda *args, **kwargs: None
+
+        spec.loader.exec_module = exec_module
         return spec
 
 
+def _bind_late() -> None:
+    """Each name of :data:`LATE` that its module holds as None (the import it tried was
+    kept out) bound to what it stands for, where that package is installed."""
+    for module_name, names in LATE.items():
+        module = sys.modules.get(module_name)
+        for name, target in names.items():
+            if module is None or getattr(module, name, False) is not None:
+                continue
+            where, _, function = target.partition(":")
+            if importlib.util.find_spec(where.split(".")[0]) is None:
+                continue
+            setattr(module, name, late_function(where, function) if function
+                    else LateModule(where))
+    if ("keras.src.callbacks.orbax_checkpoint" in sys.modules and "jax" not in sys.modules
+            and importlib.util.find_spec("jax") is not None):
+        sys.meta_path.insert(0, _KerasJaxShim())
+
+
 @contextlib.contextmanager
-def deferred_imports() -> Iterator[None]:
-    """While the block runs, the modules of :data:`DEFERRED` that get imported are loaded
-    lazily."""
-    finder = _Deferred()
+def lean_import() -> Iterator[None]:
+    """While the block runs, the packages of :data:`LATE` are kept out of the modules that
+    would import them; afterwards those modules' names are bound late (:func:`_bind_late`)."""
+    finder = _KeptOut()
     sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
         sys.meta_path.remove(finder)
+    _bind_late()
 
 
 class _QuietTensorFlow(importlib.abc.MetaPathFinder):
     """Finds ``tensorflow`` as usual, with its loading wrapped in :func:`filtered_stderr`
-    and followed by the device discovery (where the cuInit line comes from)."""
+    and :func:`lean_import` and followed by the device discovery (where the cuInit line
+    comes from) and ``gc.freeze``."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
@@ -104,9 +195,11 @@ class _QuietTensorFlow(importlib.abc.MetaPathFinder):
         load = spec.loader.exec_module
 
         def exec_module(module):
-            with filtered_stderr(), deferred_imports():
-                load(module)
+            with filtered_stderr():
+                with lean_import():
+                    load(module)
                 module.config.list_physical_devices()
+            gc.freeze()
 
         spec.loader.exec_module = exec_module
         return spec

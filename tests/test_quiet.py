@@ -27,23 +27,50 @@ def test_importing_tensorflow_after_the_package_prints_nothing():
     assert result.stderr == ""
 
 
-DEFERRED_PYPLOT = """
-import sys
+LEAN_IMPORT = """
+import gc, sys
+import numpy as np
 import tcnlm_tf, tensorflow, keras
-plt = sys.modules["matplotlib.pyplot"]         # imported by Keras, not yet executed
-print(type(plt).__name__)
+from tcnlm_tf.quiet import LATE, LATE_PACKAGES
+print(sorted(p for p in LATE_PACKAGES if p in sys.modules), gc.get_freeze_count() > 10**5)
+modules = {name: sys.modules[name] for name in LATE}
+lite = sys.modules["tensorflow.lite.python.lite"]
+print(int(lite._jit(lambda x: x * 2)(3)))
+import jax
+print(callable(jax.monitoring.record_scalar))
+legacy = sys.modules["tensorflow.python.keras.engine.training_arrays_v1"]
+print(legacy.issparse(np.zeros(2)), legacy.issparse(__import__("scipy.sparse").sparse.eye(2)))
 import matplotlib
 matplotlib.use("Agg")
-import matplotlib.pyplot
-figure = matplotlib.pyplot.figure()
-print(type(plt).__name__, matplotlib.get_backend(), type(figure).__name__)
+import matplotlib.pyplot, matplotlib.patches
+gallery = sys.modules["keras.src.visualization.plot_image_gallery"]
+figure = gallery.plt.figure()
+print(type(figure).__name__, matplotlib.get_backend(),
+      sys.modules["keras.src.visualization.plot_bounding_box_gallery"].patches.Patch
+      is matplotlib.patches.Patch)
 """
 
 
-def test_pyplot_is_loaded_when_first_used():
-    """TensorFlow's import (through Keras) leaves ``matplotlib.pyplot`` unexecuted; a
-    command that plots gets the whole module, with the backend it chose."""
-    result = subprocess.run([sys.executable, "-c", DEFERRED_PYPLOT], cwd=REPO_ROOT,
+def test_tensorflow_imports_lean_and_what_it_left_out_works_at_first_use():
+    """TensorFlow's import, through the package, imports none of JAX, SciPy and matplotlib,
+    and freezes what it made out of the cycle collector; the names of TensorFlow's and
+    Keras's modules that would hold them work at their first use: TFLite's ``jax.jit``,
+    the legacy loops' ``issparse``, the galleries' ``pyplot`` (with the backend a command
+    chose) and ``patches``, and JAX gets the ``record_scalar`` Keras would have given it."""
+    result = subprocess.run([sys.executable, "-c", LEAN_IMPORT], cwd=REPO_ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == ["_LazyModule", "module Agg Figure"]
+    assert result.stdout.splitlines() == ["[] True", "6", "True", "False True",
+                                          "Figure Agg True"]
+
+
+def test_other_importers_get_the_left_out_packages_as_usual():
+    """Only the modules named in LATE are kept from the packages: Keras on the JAX backend,
+    imported by TensorFlow's own import, gets JAX."""
+    code = ("import os, sys; os.environ['KERAS_BACKEND'] = 'jax'\n"
+            "import tcnlm_tf, tensorflow, keras\n"
+            "print(keras.backend.backend(), 'jax' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["jax True"]
