@@ -12,7 +12,10 @@ ten tiny models of the determinism test train to identical weights, test perplex
 per-document scores with one trace as with two.
 
 The leading dimension is the only one left open: what a step builds from the sequence
-length or the vocabulary keeps its static shape, as in the full batches' trace.
+length or the vocabulary keeps its static shape, as in the full batches' trace. A stateful
+run (document and stream mode) gives its first batch the model's zero state rather than
+None (:func:`summed_nll <tcnlm_tf.metrics.evaluation.summed_nll>` and the trainer's epoch),
+so that a step is not traced once more for the other structure of its arguments.
 """
 from __future__ import annotations
 

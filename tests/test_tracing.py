@@ -1,9 +1,13 @@
-"""Tests for tcnlm_tf.tracing: a step over batches is traced once, for every batch size."""
+"""Tests for tcnlm_tf.tracing: a step over batches is traced once, for every batch size; a
+stateful run's steps too, from the first batch on."""
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 import tensorflow as tf
 
+from tcnlm_tf.metrics.evaluation import summed_nll
 from tcnlm_tf.tracing import any_batch_size, batch_free_specs
 
 
@@ -60,3 +64,43 @@ def test_per_replica_batches_keep_their_type_with_the_batch_size_free():
         np.testing.assert_allclose(strategy.experimental_local_results(once(value))[0],
                                    rows * 3.0)
     assert len(traces) == 1
+
+
+def test_a_stateful_run_traces_its_training_and_evaluation_steps_once(tmp_path, monkeypatch):
+    """Document mode: the first batch of an epoch and of an evaluation starts from the
+    model's zero state (not None), so the full, short and first batches share one trace."""
+    from tests.conftest import TINY_EPOCH, TINY_MODELS, run_flags
+    from train import trainer
+    from train.run import main
+
+    traces = collections.Counter()
+
+    def counted(name):
+        step = getattr(trainer.Trainer, name)
+
+        def count(self, batch, *args):
+            traces[name] += 1           # once per trace: the tf.function calls it to trace
+            return step(self, batch, *args)
+
+        return count
+
+    for name in ("_distributed_train_step", "_distributed_eval_step"):
+        monkeypatch.setattr(trainer.Trainer, name, counted(name))
+    main(TINY_EPOCH + TINY_MODELS["lstm-document"] + run_flags(tmp_path, "document"))
+    assert traces == {"_distributed_train_step": 1, "_distributed_eval_step": 1}
+
+
+def test_the_evaluation_loop_starts_a_carried_state_from_the_first_state():
+    """summed_nll: with ``first_state`` the first batch gets its zero state and each later
+    one the state the previous step returned; without, every batch gets None."""
+    seen = []
+
+    def step(batch, state):
+        seen.append(state)
+        return {"nll_sum": tf.constant(1.0), "tokens": tf.constant(2.0)}, f"after {batch}"
+
+    assert summed_nll(step, [1, 2, 3], lambda batch: f"zeros for {batch}") == (3.0, 6.0)
+    assert seen == ["zeros for 1", "after 1", "after 2"]
+    seen.clear()
+    assert summed_nll(step, [1, 2], None) == (2.0, 4.0)
+    assert seen == [None, None]

@@ -75,7 +75,7 @@ from tcnlm_tf.data.corpus import atomic_write, write_text
 from tcnlm_tf.data.loading import Corpus
 from tcnlm_tf.decoders import output_layers
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.metrics.evaluation import summed_nll
+from tcnlm_tf.metrics.evaluation import summed_nll, zero_lanes
 from tcnlm_tf.metrics.perplexity import perplexity
 from tcnlm_tf.models import build_model
 from tcnlm_tf.metrics.topic_words import model_top_words
@@ -394,11 +394,11 @@ class Trainer:
                    stop: tf.Tensor | None = None) -> tuple[dict, Any]:
         """One optimiser step of the language model on ``batch`` (a batch of
         :meth:`distribute`'s dataset), in the traced ``tf.function``: forward pass from
-        ``state`` (the state carried from the previous batch in document mode, else None),
-        backward pass, gradients all-reduced over the replicas and clipped to ``clip_norm``,
-        optimiser update. ``due`` is a float scalar tensor, 1.0 where this worker's clock says
-        a checkpoint is due, else 0.0; ``stop`` the same where this worker was asked to stop
-        (default 0.0).
+        ``state`` (in document mode the state carried from the previous batch, zeros at
+        the epoch's start; else None), backward pass, gradients all-reduced over the
+        replicas and clipped to ``clip_norm``, optimiser update. ``due`` is a float scalar
+        tensor, 1.0 where this worker's clock says a checkpoint is due, else 0.0; ``stop``
+        the same where this worker was asked to stop (default 0.0).
 
         Returns ``(sums, state)``: ``sums`` holds the step's scalars summed over the replicas
         (``nll_sum``, ``tokens``, ``examples``, ``aux_loss``, the dict ``aux_metrics``,
@@ -561,7 +561,8 @@ class Trainer:
             tokens[:] += np.bincount(owner[kept], minlength=documents)
             return sums, new_state
 
-        total_nll, total_tokens = summed_nll(step, self.distribute(batches()), self.uses_state)
+        total_nll, total_tokens = summed_nll(step, self.distribute(batches()),
+                                             self._zero_lanes if self.uses_state else None)
         return total_nll, total_tokens, nll, tokens
 
     def evaluate_perplexity(self, split: str) -> float:
@@ -750,6 +751,8 @@ class Trainer:
             stop = self._stop.requested
             due = stop or (bool(train.checkpoint_minutes) and (
                 time.monotonic() - last_checkpoint >= 60 * train.checkpoint_minutes))
+            if self.uses_state and state is None:
+                state = self._zero_lanes(batch)
             sums, new_state = self.train_step(batch, state, tf.constant(float(due)),
                                               tf.constant(float(stop)))
             state = new_state if self.uses_state else None
@@ -869,6 +872,12 @@ class Trainer:
         for i, variable in enumerate(self._seed_states):
             variable.assign(arrays[f"seed_{i}"])
         return arrays
+
+    def _zero_lanes(self, batch):
+        """Each replica's zero state for its rows of ``batch`` (a distributed batch): where
+        a stateful epoch or evaluation starts. Given as a state rather than None, so that
+        the steps are traced once (:mod:`tcnlm_tf.tracing`)."""
+        return self.strategy.run(zero_lanes(self.model), args=(batch,))
 
     def _lane_state(self, arrays: dict[str, np.ndarray]):
         """The carried state in ``arrays`` (from :meth:`_restore_resume_state`), each

@@ -22,7 +22,7 @@ from tcnlm_tf.data.corpus import Document
 from tcnlm_tf.data.pipeline import UNK_ID
 from tcnlm_tf.data.vocab import PAD
 from tcnlm_tf.errors import UserError
-from tcnlm_tf.models.base import Context, has_topics
+from tcnlm_tf.models.base import Context, LanguageModel, has_topics
 from tcnlm_tf.runs.loading import Run, encode_documents
 from tcnlm_tf.serving.generation import beam_ids, generate_ids
 from tcnlm_tf.serving.mixtures import topic_mixture
@@ -101,19 +101,30 @@ def corpus_nll(run: Run, documents: list[Document], batch_size: int | None = Non
         out = terms(batch, state)
         return out, out["state"]
 
-    return summed_nll(step, dataset, carries_state(config))
+    return summed_nll(step, dataset, zero_lanes(run.model) if carries_state(config) else None)
+
+
+def zero_lanes(model: LanguageModel) -> Callable[[dict[str, tf.Tensor]], Any]:
+    """``batch -> model.zero_state(rows of batch)``: the state a stateful run's first batch
+    starts from (each of its lanes at the start of a document)."""
+    return lambda batch: model.zero_state(tf.shape(batch["inputs"])[0])
 
 
 def summed_nll(step: Callable[[Any, Any], tuple[dict, Any]], batches: Iterable,
-               carries_state: bool) -> tuple[float, float]:
+               first_state: Callable[[Any], Any] | None) -> tuple[float, float]:
     """The one evaluation loop (the trainer's validation and test, :func:`corpus_nll`):
     total NLL and predicted tokens of ``batches``, ``step(batch, state) -> (sums, new
-    state)`` with ``sums["nll_sum"]`` and ``sums["tokens"]``; each batch continues the
-    previous one's state when ``carries_state`` (document and stream mode)."""
+    state)`` with ``sums["nll_sum"]`` and ``sums["tokens"]``. Where the batches carry the
+    state (document and stream mode), ``first_state(batch)`` gives the zero state the first
+    batch starts from and each later batch continues the previous one's; elsewhere
+    (``first_state`` None) every batch starts from None (zeros). A zero state rather than
+    None for the first batch keeps ``step`` to one trace (:mod:`tcnlm_tf.tracing`)."""
     nll, tokens, state = 0.0, 0.0, None
     for batch in batches:
+        if first_state is not None and state is None:
+            state = first_state(batch)
         sums, new_state = step(batch, state)
-        state = new_state if carries_state else None
+        state = new_state if first_state is not None else None
         nll += float(sums["nll_sum"])
         tokens += float(sums["tokens"])
     return nll, tokens
