@@ -140,7 +140,9 @@ def test_versions_increment(exports, tmp_path, monkeypatch, capsys):
     assert err.count("\n") == 1 and "a version number TF Serving cannot read" in err
 
 
-def test_no_python_ops_in_the_graphs(exports):
+def test_no_python_ops_and_no_custom_gradients_in_the_graphs(exports):
+    """Every export's graphs run without Python, and keep none of the custom gradients
+    (the LSTM recurrence's, the sememe decoder's) that serving never computes."""
     _, out = exports
     for name, (_, path) in out.items():
         proto = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
@@ -150,6 +152,7 @@ def test_no_python_ops_in_the_graphs(exports):
             ops |= {n.op for n in function.node_def}
         assert "StatefulPartitionedCall" in ops or "PartitionedCall" in ops   # parsed
         assert not ops & PY_OPS, (name, ops & PY_OPS)
+        assert not graph.library.registered_gradients, name
 
 
 #: the exports the clean process loads: every model, the LSTM in each of its modes (the

@@ -8,7 +8,9 @@ inputs and the vocabulary lookups inside the graph, are described in
 The export computes in float32 whatever ``--precision`` the run trained in. Each version
 holds TF Serving's warm-up requests, ``assets.extra/tf_serving_warmup_requests``: one request
 per signature, which the server answers before the version serves
-(:mod:`tcnlm_tf.serving.warmup`).
+(:mod:`tcnlm_tf.serving.warmup`). The export serves; it keeps no custom gradient function
+(``tf.saved_model.SaveOptions(experimental_custom_gradients=False)``): differentiate the
+run's Keras model, not the SavedModel.
 """
 from __future__ import annotations
 
@@ -71,7 +73,11 @@ def export(run_dir: Path, output_dir: Path, name: str | None = None) -> Path:
             target = model_dir / str(next_version(model_dir))
             partial = target.with_name(target.name + ".partial")
             try:
-                tf.saved_model.save(module, str(partial), signatures=signatures)
+                # serving computes no gradient: the custom gradients of the recurrence and
+                # the sememe decoder are left out (tracing them took a fifth of the export)
+                tf.saved_model.save(module, str(partial), signatures=signatures,
+                                    options=tf.saved_model.SaveOptions(
+                                        experimental_custom_gradients=False))
                 write_warmup_requests(partial, model_dir.name, signatures,
                                       sample_text(run.lm_vocab.words, LM_SPECIALS))
                 partial.rename(target)    # TF Serving never sees a half-written version
