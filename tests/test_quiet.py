@@ -33,7 +33,7 @@ import numpy as np
 import tcnlm_tf, tensorflow, keras
 from tcnlm_tf.quiet import LATE, LATE_PACKAGES
 print(sorted(p for p in LATE_PACKAGES if p in sys.modules), gc.get_freeze_count() > 10**5)
-modules = {name: sys.modules[name] for name in LATE}
+assert all(name in sys.modules for name in LATE)     # TensorFlow imported every one
 lite = sys.modules["tensorflow.lite.python.lite"]
 print(int(lite._jit(lambda x: x * 2)(3)))
 import jax
