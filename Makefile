@@ -29,7 +29,7 @@ wordnet:
 demo: install
 	$(PY) -m train.run
 
-## test: the whole test suite (small configurations, synthetic corpus; about 12½ minutes on
+## test: the whole test suite (small configurations, synthetic corpus; about 12 minutes on
 ## an idle 2-core machine),
 ## in 3 processes (pytest-xdist; each test file stays in one, the longest files first, see
 ## SLOWEST_FIRST in tests/conftest.py): a third keeps the 2 cores busy while a test waits on
