@@ -78,6 +78,8 @@ only TensorFlow is installed.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import tensorflow as tf
 
 from tcnlm_tf.config import MAX_GENERATED_WORDS, STATEFUL_MODES, carries_state
@@ -165,6 +167,16 @@ def checked_generation(temperature: tf.Tensor, num_sentences: tf.Tensor | None =
                 None if num_sentences is None else tf.identity(num_sentences))
 
 
+def traced_once(method: Callable[..., dict]) -> Callable[..., dict]:
+    """``method(context, *args)`` run through one ``tf.function`` of the context's tensors:
+    the signatures that condition on topic proportions and those that condition on documents
+    build contexts of the same tensors, so they call one traced graph of the generation loop
+    (the longest trace of an export) instead of tracing it once each."""
+    traced = tf.function(lambda tensors, *args: method(Context(tensors), *args),
+                         autograph=False)
+    return lambda context, *args: traced(context.tensors, *args)
+
+
 class _ModelHolder:
     """Keeps the Keras model out of tf.Module's tracking (see ServingModule.__init__)."""
 
@@ -219,7 +231,7 @@ class ServingModule(tf.Module):
             tf.TensorSpec([None], tf.string, name="sentences"),
             tf.TensorSpec([None], tf.string, name="documents")])
         self.score_sentences = serving_function(
-            lambda sentences: self._score(sentences, tf.fill(tf.shape(sentences), "")),
+            lambda sentences: self.score(sentences, tf.fill(tf.shape(sentences), "")),
             input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
         self.next_words = serving_function(self._next_words, input_signature=[
             tf.TensorSpec([None], tf.string, name="context"),
@@ -229,30 +241,32 @@ class ServingModule(tf.Module):
             self.infer_topics = serving_function(
                 lambda documents: {"topics": self._topics(documents)},
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents")])
+            generate, generate_sampled = (traced_once(self._generate),
+                                          traced_once(self._generate_sampled))
             self.generate = serving_function(
-                lambda topics, seed, temperature: self._generate(
+                lambda topics, seed, temperature: generate(
                     self.model.topic_context(checked_topics(topics)), tf.shape(topics)[0],
                     seed, checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                 name="topics"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
             self.generate_from_document = serving_function(
-                lambda documents, seed, temperature: self._generate(
+                lambda documents, seed, temperature: generate(
                     self._context(documents), tf.shape(documents)[0], seed,
                     checked_generation(temperature)[0]),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  SCALAR_SEED, SCALAR_TEMPERATURE])
             self.generate_sampled = serving_function(
                 lambda topics, prompts, seed, temperature, top_k, top_p, beam_width:
-                self._generate_sampled(self.model.topic_context(checked_topics(topics)),
-                                       tf.shape(topics)[0], prompts, seed, temperature, top_k,
-                                       top_p, beam_width),
+                generate_sampled(self.model.topic_context(checked_topics(topics)),
+                                 tf.shape(topics)[0], prompts, seed, temperature, top_k, top_p,
+                                 beam_width),
                 input_signature=[tf.TensorSpec([None, self.num_topics], tf.float32,
                                                name="topics"), *SAMPLER_SPECS])
             self.generate_sampled_from_document = serving_function(
                 lambda documents, prompts, seed, temperature, top_k, top_p, beam_width:
-                self._generate_sampled(self._context(documents), tf.shape(documents)[0],
-                                       prompts, seed, temperature, top_k, top_p, beam_width),
+                generate_sampled(self._context(documents), tf.shape(documents)[0], prompts,
+                                 seed, temperature, top_k, top_p, beam_width),
                 input_signature=[tf.TensorSpec([None], tf.string, name="documents"),
                                  *SAMPLER_SPECS])
             self.topic_words = serving_function(self._topic_words, input_signature=[
