@@ -20,11 +20,17 @@ module kept is bound to the package, imported at its first use (:class:`LateModu
 
 Last, every object alive after that import (TensorFlow's and Keras's modules, which live as
 long as the process) is moved out of the cycle collector's generations (``gc.freeze``):
-its full collections, frequent while a step is traced and one more when the process ends,
-would otherwise walk them every time. Objects made later are collected as usual.
+its full collections, frequent while a step is traced, would otherwise walk them every
+time. Objects made later are collected as usual while the process runs; when it exits, an
+``atexit`` handler freezes them too, so the interpreter's two collections at exit walk
+nothing (half a second of CPU time after four tiny models' training in one process). What
+is left at exit then goes with the process without a collection: an object in a reference
+cycle is not finalized, which is why the commands close their files and flush their
+TensorBoard writers themselves before they return.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -183,7 +189,7 @@ def lean_import() -> Iterator[None]:
 class _QuietTensorFlow(importlib.abc.MetaPathFinder):
     """Finds ``tensorflow`` as usual, with its loading wrapped in :func:`filtered_stderr`
     and :func:`lean_import` and followed by the device discovery (where the cuInit line
-    comes from) and ``gc.freeze``."""
+    comes from) and ``gc.freeze``, now and at exit."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
@@ -200,6 +206,7 @@ class _QuietTensorFlow(importlib.abc.MetaPathFinder):
                     load(module)
                 module.config.list_physical_devices()
             gc.freeze()
+            atexit.register(gc.freeze)
 
         spec.loader.exec_module = exec_module
         return spec
