@@ -4,6 +4,7 @@ reproduces the in-memory model's outputs."""
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -153,6 +154,31 @@ def test_no_python_ops_and_no_custom_gradients_in_the_graphs(exports):
         assert "StatefulPartitionedCall" in ops or "PartitionedCall" in ops   # parsed
         assert not ops & PY_OPS, (name, ops & PY_OPS)
         assert not graph.library.registered_gradients, name
+
+
+def test_signatures_that_differ_in_their_inputs_share_one_trace(exports, monkeypatch):
+    """``serving_default`` and ``score`` trace the scoring graph once between them, and a
+    topic model's topics and documents signatures trace each generation loop once between
+    them (these traces are most of an export's time); run eagerly, as the in-memory side of
+    these tests runs them, ``serving_default`` traces nothing."""
+    calls = Counter()
+
+    def counted(name):
+        method = getattr(ServingModule, name)
+
+        def call(self, *args):
+            calls[name] += 1
+            return method(self, *args)
+        return call
+
+    for name in ("_score", "_generate", "_generate_sampled"):
+        monkeypatch.setattr(ServingModule, name, counted(name))
+    module = ServingModule(load_run(exports[1]["tcnlm"][0]))
+    in_memory(module, "serving_default", {"sentences": (["a b"], "string")})
+    assert calls == {"_score": 1} and module.score.experimental_get_tracing_count() == 0
+    for function in module.signatures().values():
+        function.get_concrete_function()
+    assert calls == {"_score": 2, "_generate": 1, "_generate_sampled": 1}
 
 
 #: the exports the clean process loads: every model, the LSTM in each of its modes (the

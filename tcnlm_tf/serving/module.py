@@ -168,13 +168,15 @@ def checked_generation(temperature: tf.Tensor, num_sentences: tf.Tensor | None =
 
 
 def traced_once(method: Callable[..., dict]) -> Callable[..., dict]:
-    """``method(context, *args)`` run through one ``tf.function`` of the context's tensors:
-    the signatures that condition on topic proportions and those that condition on documents
-    build contexts of the same tensors, so they call one traced graph of the generation loop
-    (the longest trace of an export) instead of tracing it once each."""
+    """``method(context, *args)``, run inside a trace through one ``tf.function`` of the
+    context's tensors: the signatures that condition on topic proportions and those that
+    condition on documents build contexts of the same tensors, so they call one traced graph
+    of the generation loop (the longest trace of an export) instead of tracing it once
+    each. Run eagerly (the signatures' Python functions), ``method`` itself."""
     traced = tf.function(lambda tensors, *args: method(Context(tensors), *args),
                          autograph=False)
-    return lambda context, *args: traced(context.tensors, *args)
+    return lambda context, *args: (traced(context.tensors, *args) if tf.inside_function()
+                                   else method(context, *args))
 
 
 class _ModelHolder:
@@ -231,7 +233,9 @@ class ServingModule(tf.Module):
             tf.TensorSpec([None], tf.string, name="sentences"),
             tf.TensorSpec([None], tf.string, name="documents")])
         self.score_sentences = serving_function(
-            lambda sentences: self.score(sentences, tf.fill(tf.shape(sentences), "")),
+            # inside a trace, score's graph (traced once for both signatures)
+            lambda sentences: (self.score if tf.inside_function() else self._score)(
+                sentences, tf.fill(tf.shape(sentences), "")),
             input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
         self.next_words = serving_function(self._next_words, input_signature=[
             tf.TensorSpec([None], tf.string, name="context"),
