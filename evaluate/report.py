@@ -30,7 +30,9 @@ from typing import Callable, Iterator
 
 from evaluate import beside_paper, protocols, table_6, topic_counts
 from evaluate.common import read_record, row_order
-from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, stop_reason
+from evaluate import compare_report
+from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, RunKey, stop_reason
+from evaluate.intervals import Interval
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.metrics.coherence import topic_diversity
@@ -323,6 +325,11 @@ def complete(comparison: Path, rows: tuple[str, ...]) -> bool:
 
 
 def seed_noise() -> str:
+    """The seed-noise section: once every run of the three-seed comparison is recorded, the
+    spread of each row over its seeds, the comparison's table (mean ± standard deviation,
+    epochs and stops per seed, each row's paired bootstrap 95 % interval of its ratio to
+    the document LSTM, the commits) and :func:`seed_claims`; until then, that it is
+    training."""
     text = ["## Seed noise", "",
             "Every other table of this report has one seed per row, so a difference between "
             "two rows of a few per cent is one run's outcome, not a ranking."]
@@ -331,14 +338,40 @@ def seed_noise() -> str:
                     "training; it enters this report when all its runs are recorded.")
         return "\n".join(text)
     by_row: dict[str, list[float]] = {}
+    runs = {}
     for name, metrics in finished_rows(SEEDS).items():
-        by_row.setdefault(name.rsplit("-seed", 1)[0], []).append(metrics["test_perplexity"])
+        row, seed = name.rsplit("-seed", 1)
+        by_row.setdefault(row, []).append(metrics["test_perplexity"])
+        runs[RunKey(row, None, int(seed), None)] = metrics
     rows = [[row, str(len(values)), number(statistics.mean(values)),
              f"{(max(values) - min(values)) / statistics.mean(values):.1%}"]
             for row, values in by_row.items()]
-    return "\n".join(text + ["", f"The spread over seeds (`{SEEDS}`):", "",
-                              markdown_table(["row", "seeds", "mean test ppl",
-                                              "spread (max − min) / mean"], rows)])
+    entries = compare_report.aggregate(runs, {})
+    return "\n".join(text + [
+        "", f"The spread over seeds (`{SEEDS}`):", "",
+        markdown_table(["row", "seeds", "mean test ppl", "spread (max − min) / mean"], rows),
+        "", f"The comparison over its seeds, from the same records (`{SEEDS}`, the table "
+        "`evaluate.compare` writes):", "",
+        compare_report.table(entries, {}, DOCUMENT_LSTM).rstrip(), "",
+        seed_claims(compare_report.intervals(entries, DOCUMENT_LSTM))])
+
+
+def seed_claims(bounds: dict[tuple, Interval]) -> str:
+    """What the paired bootstrap intervals of the rows' ratios to the document LSTM
+    (``bounds``, keyed by (row, topics)) support, one sentence: the rows below it, those
+    whose interval holds 1 (no difference) and those above it."""
+    if not bounds:
+        return "No interval: the records hold no per-document test scores."
+    side = {"below": [], "no difference": [], "above": []}
+    for (row, _), interval in bounds.items():
+        if row != DOCUMENT_LSTM:
+            side["below" if interval.high < 1 else "above" if interval.low > 1
+                 else "no difference"].append(f"{row} ({interval})")
+    named = lambda rows: "; ".join(rows) or "none"      # noqa: E731
+    return (f"Against the document LSTM, by the 95 % intervals above: lower perplexity "
+            f"beyond the noise of test documents and seeds: {named(side['below'])}. No "
+            f"difference (the interval holds 1): {named(side['no difference'])}. Higher: "
+            f"{named(side['above'])}.")
 
 
 def table_2() -> str:

@@ -1,6 +1,7 @@
 """``evaluate.report``: RESULTS.md and the README's results table are what the command writes
 from the records under ``results/``, byte for byte, and their statuses follow the records."""
 import json
+import math
 import shutil
 
 import pytest
@@ -79,18 +80,50 @@ def test_a_damaged_record_is_one_line(results_copy, capsys):
     assert len(err.splitlines()) == 1 and "papers-protocol/compare.json" in err
 
 
+def seed_metrics(row: str, seed: int) -> dict:
+    """A record of ``row`` at ``seed`` with 12 test documents of 10 tokens each, whose
+    perplexity, on any documents, is the document LSTM's times 0.97 for the tied LSTM and
+    1.03 for every other row but TDLM, which is 1.03 and 1 / 1.03 times it on the two
+    documents of each equal pair (no difference); each seed 0.1 % above the one before."""
+    base = [math.log(60.0) * 10 * (1 + 0.1 * (d // 2 % 3)) for d in range(12)]
+    factor = {"lstm-document": [1.0] * 12, "lstm-tied": [0.97] * 12,
+              "tdlm": [1.03 ** (-1) ** d for d in range(12)]}.get(row, [1.03] * 12)
+    nll = [b + 10 * math.log(f * (1 + 0.001 * seed)) for b, f in zip(base, factor)]
+    return {"test_perplexity": math.exp(sum(nll) / 120), "best_valid_perplexity": 60.0,
+            "size": "1x8", "parameters": 100, "stopped": "early_stopping",
+            "epochs": [{"seconds": 1.0, "tokens_per_sec": 10.0}] * 4,
+            "test_documents": {"nll": nll, "tokens": [10] * 12}}
+
+
 def test_a_comparison_enters_only_when_complete(results_copy):
+    """The three-seed comparison enters the report only once every run is recorded, with
+    the spread over seeds, the comparison's table with each row's paired bootstrap interval
+    of its ratio to the document LSTM, and the one sentence those intervals support."""
     seeds = results_copy / "results/apnews/seeds"
     shutil.rmtree(seeds)
     seeds.mkdir()
     (seeds / "compare.json").write_text(json.dumps({"seed": [0, 1]}))
-    names = [f"{row}-seed{seed}" for row in report.SEED_ROWS for seed in (0, 1)]
-    for index, name in enumerate(names):
-        (seeds / name).mkdir()
-        (seeds / name / "metrics.json").write_text(json.dumps({"test_perplexity": 60.0 + index}))
+    names = [(row, seed) for row in report.SEED_ROWS for seed in (0, 1)]
+    for index, (row, seed) in enumerate(names):
+        (seeds / f"{row}-seed{seed}").mkdir()
+        (seeds / f"{row}-seed{seed}" / "metrics.json").write_text(
+            json.dumps(seed_metrics(row, seed)))
         text = report.report(results_copy)
-        assert ("The spread over seeds" in text) == (index == len(names) - 1), name
-    assert "| lstm | 2 | 60.50 | 1.7% |" in text
+        assert ("The spread over seeds" in text) == (index == len(names) - 1), row
+    section = text[text.index("## Seed noise"):]
+    section = section[:section.index("\n## ")]
+    assert "| lstm-tied | 2 | 87.69 | 0.1% |" in section
+    assert "| lstm-tied | 1x8 | 100 | default | 4/4 | patience ×2 | 10 | 60.00 ± 0.00 | " \
+        "87.69 ± 0.06 | 0.942 | 0.970 | 0.970 [0.969, 0.971] |" in section
+    claims = section.splitlines()[-1]
+    assert claims.startswith("Against the document LSTM, by the 95 % intervals above: lower "
+                             "perplexity beyond the noise of test documents and seeds: "
+                             "lstm-tied (0.970 [")
+    difference = claims[claims.index("No difference"):claims.index("Higher")]
+    assert "tdlm (1.000 [" in difference and "lstm-tied" not in difference
+    higher = claims[claims.index("Higher"):]
+    assert all(f"{row} (1.030 [" in higher for row in report.SEED_ROWS
+               if row not in ("lstm-document", "lstm-tied", "tdlm"))
 
 
 def test_precision_at_convergence_compares_the_two_precisions_once_both_are_complete(
