@@ -28,9 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from evaluate import beside_paper, protocols, table_6, topic_counts
+from evaluate import beside_paper, compare_report, protocols, table_6, topic_counts
 from evaluate.common import read_record, row_order
-from evaluate import compare_report
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, RunKey, stop_reason
 from evaluate.intervals import Interval
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
@@ -358,8 +357,8 @@ def seed_noise() -> str:
 
 def seed_claims(bounds: dict[tuple, Interval]) -> str:
     """What the paired bootstrap intervals of the rows' ratios to the document LSTM
-    (``bounds``, keyed by (row, topics)) support, one sentence: the rows below it, those
-    whose interval holds 1 (no difference) and those above it."""
+    (``bounds``, keyed by (row, topics)) support, in three sentences: the rows below it,
+    those whose interval holds 1 (no difference) and those above it."""
     if not bounds:
         return "No interval: the records hold no per-document test scores."
     side = {"below": [], "no difference": [], "above": []}
