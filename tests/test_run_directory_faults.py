@@ -123,6 +123,29 @@ def delete_run_after(count: int, run: Path, during: bool):
 
 
 @pytest.mark.slow
+def test_a_run_directory_deleted_before_its_tensorboard_writer_is_made_is_one_line(
+        tmp_path, monkeypatch, capsys):
+    """The deletion in the moment between the trainer's last check and the making of its
+    TensorBoard writer, which makes its folder (and an events file) again: the one line,
+    and what the writer made is removed with the directory."""
+    run = tmp_path / "runs" / "x"
+    create = tf.summary.create_file_writer
+
+    def deleting(logdir, *args, **kwargs):
+        if Path(logdir) == run / "tensorboard":
+            shutil.rmtree(run)
+        return create(logdir, *args, **kwargs)
+    monkeypatch.setattr(tf.summary, "create_file_writer", deleting)
+    with pytest.raises(SystemExit) as stop:
+        main(TINY_EPOCH + ["--epochs", "1"] + run_flags(tmp_path, "x"))
+    assert stop.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"error: run directory {run} was deleted or moved while training (config.json "
+                    "is gone); nothing more is written: start the run again")
+    assert not run.exists(), sorted(p.name for p in run.rglob("*"))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("during", [False, True], ids=["after-a-save", "during-a-save"])
 def test_a_run_directory_deleted_around_a_checkpoint_is_one_line(tmp_path, monkeypatch, capsys,
                                                                  during):

@@ -231,8 +231,11 @@ class Trainer:
         # two, so that a damaged newest one still leaves a best checkpoint to fall back to
         self.best_manager = tf.train.CheckpointManager(
             model_checkpoint(self.model), self.own_files.best, max_to_keep=2)
-        self.writer = (tf.summary.create_file_writer(str(self.run_files.tensorboard))
-                       if self.chief else tf.summary.create_noop_writer())
+        if self.chief:      # the writer makes its folder: again, were the directory deleted
+            with self._writing(made=self.run_files.tensorboard):
+                self.writer = tf.summary.create_file_writer(str(self.run_files.tensorboard))
+        else:
+            self.writer = tf.summary.create_noop_writer()
         self.history: list[dict[str, Any]] = []
         #: one entry per train.run invocation that trained this run (tcnlm_tf.runs.provenance)
         self.provenance: list[dict[str, Any]] = []
