@@ -416,7 +416,30 @@ def seed_noise() -> str:
         "", f"The comparison over its seeds, from the same records (`{SEEDS}`, the table "
         "`evaluate.compare` writes):", "",
         compare_report.table(entries, {}, DOCUMENT_LSTM).rstrip(), "",
+        trained_on(finished_rows(SEEDS)), "",
         seed_claims(seed_intervals(DOCUMENT_LSTM))])
+
+
+def trained_on(records: dict[str, dict]) -> str:
+    """Which CPUs the runs of ``records`` (run name -> ``metrics.json``) trained on, from
+    each record's provenance (a run resumed on another CPU is named under each); one
+    sentence, the most common CPU as "the other runs"."""
+    by_cpu: dict[str, list[str]] = {}
+    for name, metrics in records.items():
+        cpus = {entry.get("cpu") or "not recorded" for entry in metrics.get("provenance", [])}
+        for cpu in sorted(cpus or {"not recorded"}):
+            by_cpu.setdefault(cpu, []).append(name)
+    ranked = sorted(by_cpu, key=lambda cpu: -len(by_cpu[cpu]))
+    if len(ranked) == 1:
+        return (f"All {len(records)} runs trained on {ranked[0]} (each record's "
+                "provenance).")
+    others = "; ".join(f"{cpu}: {', '.join(by_cpu[cpu])}" for cpu in ranked[1:])
+    return (f"The CPUs the runs trained on (each record's provenance): {others}; "
+            f"{ranked[0]}: the other {len(by_cpu[ranked[0]])}. Another CPU makes oneDNN "
+            "pick other float32 kernels, so a seed's run there differs from its run on "
+            "the first in the last bits and, through training, in its perplexity "
+            "([docs/training.md](docs/training.md#seeds-and-determinism)); the spread over "
+            "seeds includes that difference.")
 
 
 def seed_claims(bounds: dict[str, Interval]) -> str:

@@ -107,8 +107,9 @@ def test_a_comparison_enters_only_when_complete(results_copy):
     names = [(row, seed) for row in report.SEED_ROWS for seed in (0, 1)]
     for index, (row, seed) in enumerate(names):
         (seeds / f"{row}-seed{seed}").mkdir()
+        cpu = "AMD EPYC" if (row, seed) == ("tcnlm", 1) else "Intel(R) Xeon(R) Processor"
         (seeds / f"{row}-seed{seed}" / "metrics.json").write_text(
-            json.dumps(seed_metrics(row, seed)))
+            json.dumps({**seed_metrics(row, seed), "provenance": [{"cpu": cpu}]}))
         text = report.report(results_copy)
         assert ("The spread over seeds" in text) == (index == len(names) - 1), row
     section = text[text.index("## Seed noise"):]
@@ -116,6 +117,8 @@ def test_a_comparison_enters_only_when_complete(results_copy):
     assert "| lstm-tied | 2 | 87.69 | 0.1% |" in section
     assert "| lstm-tied | 1x8 | 100 | default | 4/4 | patience ×2 | 10 | 60.00 ± 0.00 | " \
         "87.69 ± 0.06 | 0.942 | 0.970 | 0.970 [0.969, 0.971] |" in section
+    assert "trained on (each record's provenance): AMD EPYC: tcnlm-seed1; Intel(R) Xeon(R) " \
+        "Processor: the other 13." in section
     claims = section.splitlines()[-1]
     assert claims.startswith("Against the document LSTM, by the 95 % intervals above: lower "
                              "perplexity beyond the noise of test documents and seeds: "
@@ -168,3 +171,12 @@ def test_precision_at_convergence_compares_the_two_precisions_once_both_are_comp
         in section
     assert "| tcnlm | 60.00 (12 epochs, patience) | 60.90 (12 epochs, patience) | 1.0150 | no |" \
         in section
+
+
+def test_the_cpus_of_a_comparison_are_named_from_the_provenance():
+    one = {"a": {"provenance": [{"cpu": "X"}, {"cpu": "X"}]}, "b": {"provenance": [{"cpu": "X"}]}}
+    assert report.trained_on(one) == "All 2 runs trained on X (each record's provenance)."
+    resumed = {**one, "c": {"provenance": [{"cpu": "X"}, {"cpu": "Y"}]}, "d": {}}
+    text = report.trained_on(resumed)
+    assert text.startswith("The CPUs the runs trained on (each record's provenance): "
+                           "Y: c; not recorded: d; X: the other 3.")
