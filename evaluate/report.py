@@ -436,10 +436,10 @@ def trained_on(records: dict[str, dict]) -> str:
     others = "; ".join(f"{cpu}: {', '.join(by_cpu[cpu])}" for cpu in ranked[1:])
     return (f"The CPUs the runs trained on (each record's provenance): {others}; "
             f"{ranked[0]}: the other {len(by_cpu[ranked[0]])}. Another CPU makes oneDNN "
-            "pick other float32 kernels, so a seed's run there differs from its run on "
-            "the first in the last bits and, through training, in its perplexity "
+            "pick other float32 kernels, so a run's numbers depend on its CPU as well as its "
+            "seed: in the last bits at first and, through training, in its perplexity "
             "([docs/training.md](docs/training.md#seeds-and-determinism)); the spread over "
-            "seeds includes that difference.")
+            "seeds includes that.")
 
 
 def seed_claims(bounds: dict[str, Interval]) -> str:
