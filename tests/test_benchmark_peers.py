@@ -133,6 +133,10 @@ def test_peers_table_from_one_child(capsys):
     by_key = {(r[1], r[2]): r for r in rows}
     for _, workload, precision, gflop, ours, theirs, ratio, ours_up, torch_up, ours_share, \
             torch_share in rows:
+        if theirs == "-":       # a CPU whose PyTorch has no bfloat16 LSTM kernel says so
+            assert precision == "mixed_bfloat16" and ratio == torch_up == torch_share == "-"
+            assert f"PyTorch could not run {workload}, {precision} at 1 thread(s)" in out
+            continue
         assert positive(ratio) == pytest.approx(positive(theirs) / positive(ours), rel=0.01,
                                                 abs=0.006)
         _, _, tf_peak, torch_peak, _ = peaks[precision]
@@ -151,3 +155,32 @@ def test_peers_table_from_one_child(capsys):
             assert positive(torch_up) == pytest.approx(positive(f32[5]) / positive(theirs),
                                                        rel=0.01, abs=0.006)
     assert "adaptive softmax (cutoffs 1202), V = 4,809" in out
+
+
+def test_a_peer_pytorch_cannot_run_leaves_its_cells_empty_and_says_why(monkeypatch, capsys):
+    """PyTorch's oneDNN LSTM has no bfloat16 kernel on a CPU without bfloat16 instructions:
+    its first step raises, and the section times our side alone there and says so."""
+    from benchmarks import torch_peers
+
+    made = torch_peers.training_step
+
+    def failing(config, model, batches, precision):
+        step = made(config, model, batches, precision)
+        if precision == "float32":
+            return step
+
+        def refuse(i):
+            raise RuntimeError("could not create a primitive descriptor\nsecond line")
+        return refuse
+    monkeypatch.setattr(torch_peers, "training_step", failing)
+    args = tiny_args(precisions=["float32", "mixed_bfloat16"],
+                     peer_workloads=["apnews-small-adaptive"], peer_batches=1,
+                     peer_matmul_size=64, warmup=1, rounds=1, steps=1)
+    result = peers.measure(args, 1)
+    assert result["unsupported"] == {
+        "apnews-small-adaptive, mixed_bfloat16": "could not create a primitive descriptor"}
+    f32, bf16 = result["rows"]
+    assert f32["torch"] > 0 and bf16["torch"] is None and bf16["ours"] > 0
+    peers.print_peer_table([result], args.precisions)
+    [row] = [r for r in table(capsys.readouterr().out, "threads") if r[2] == "mixed_bfloat16"]
+    assert row[5] == row[6] == row[8] == row[10] == "-" and positive(row[4]) > 0

@@ -32,7 +32,9 @@ the ``models`` section), PyTorch's from ``nn.LSTM``'s zero state.
 One step each side: forward, loss (the weighted mean NLL over every position, padding scored
 and weighted 0, as the project's step scores it), backward, gradient clipping, optimiser
 update; ``mixed_bfloat16`` is the project's ``--precision mixed_bfloat16`` against
-``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward pass and loss.
+``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward pass and loss. Where
+PyTorch's first step raises (its oneDNN LSTM has no bfloat16 kernel on a CPU without
+bfloat16 instructions), that row times our side alone and the table says why.
 
 Threads (``--peer-threads``): TensorFlow cannot change its thread pools once started, so
 each count runs in a child process (``python -m benchmarks.sections.peers``) whose
@@ -181,6 +183,10 @@ def run(args: argparse.Namespace) -> None:
     for name, described in results[0]["described"].items():
         print(f"  {name}: {described}")
     print_peer_table(results, args.precisions)
+    for result in results:
+        for case, reason in result.get("unsupported", {}).items():
+            print(f"PyTorch could not run {case} at {result['threads']} thread(s) on this "
+                  f"CPU ({reason}): its cells are -")
     print("\nmatmul peak, GFLOP/s of one [n, n] x [n, n] product, "
           f"n = {args.peer_matmul_size}:")
     print_peak_table(results, args.precisions)
@@ -227,7 +233,9 @@ def speed_up(rows: dict, key: tuple, side: str) -> str:
     """The float32 time over the bfloat16 time of ``side`` at ``key`` (threads, workload),
     or ``-`` without both."""
     f32, bf16 = rows.get((*key, "float32")), rows.get((*key, "mixed_bfloat16"))
-    return f"{f32[side] / bf16[side]:.2f}x" if f32 and bf16 else "-"
+    if not (f32 and bf16 and f32[side] and bf16[side]):
+        return "-"
+    return f"{f32[side] / bf16[side]:.2f}x"
 
 
 def print_peer_table(results: list[dict], precisions: list[str]) -> None:
@@ -242,13 +250,14 @@ def print_peer_table(results: list[dict], precisions: list[str]) -> None:
     for (threads, workload, precision), row in rows.items():
         bf16 = precision == "mixed_bfloat16"
         peak = peaks[threads, precision]
+        torch = row["torch"]            # None: PyTorch could not run it
         table.append((str(threads), workload, precision, f"{row['flops'] / 1e9:.4g}",
-                      f"{row['ours'] * 1e3:.4g}", f"{row['torch'] * 1e3:.4g}",
-                      f"{row['torch'] / row['ours']:.2f}x",
+                      f"{row['ours'] * 1e3:.4g}", f"{torch * 1e3:.4g}" if torch else "-",
+                      f"{torch / row['ours']:.2f}x" if torch else "-",
                       speed_up(rows, (threads, workload), "ours") if bf16 else "-",
                       speed_up(rows, (threads, workload), "torch") if bf16 else "-",
                       f"{100 * row['flops'] / row['ours'] / peak['ours']:.1f}",
-                      f"{100 * row['flops'] / row['torch'] / peak['torch']:.1f}"))
+                      f"{100 * row['flops'] / torch / peak['torch']:.1f}" if torch else "-"))
     print_table(header, table, left=3)
 
 
@@ -399,7 +408,7 @@ def workload_contenders(args: argparse.Namespace, scratch: Path):
 
     from benchmarks import torch_peers
 
-    contenders, flops, described, corpora = {}, {}, {}, {}
+    contenders, flops, described, corpora, unsupported = {}, {}, {}, {}, {}
     for name in args.peer_workloads:
         for precision in args.precisions:
             config = workload_config(name, args, scratch / "data", precision)
@@ -410,21 +419,26 @@ def workload_contenders(args: argparse.Namespace, scratch: Path):
             torch.manual_seed(args.seed)
             model = torch_peers.peer_model(config, vocab_size, cutoffs)
             contenders["ours", name, precision] = ours
-            contenders["torch", name, precision] = torch_peers.training_step(
-                config, model, batches, precision)
+            peer = torch_peers.training_step(config, model, batches, precision)
+            try:                # PyTorch's oneDNN LSTM has no bfloat16 kernel on some CPUs
+                peer(0)
+                contenders["torch", name, precision] = peer
+            except RuntimeError as err:
+                unsupported[f"{name}, {precision}"] = str(err).splitlines()[0]
             flops[name] = 6 * float(np.mean([multiply_adds(config, vocab_size, cutoffs,
                                                            b["targets"]) for b in batches]))
             described[name] = describe(config, vocab_size, cutoffs)
-    return contenders, flops, described
+    return contenders, flops, described, unsupported
 
 
 def measure(args: argparse.Namespace, threads: int) -> dict:
     """What one child measures (the thread counts already set), every contender in the same
     rounds: per workload and precision each side's median seconds per step and the step's
-    FLOPs, per precision each framework's matmul peak (FLOP/s, the median over the rounds);
-    and each workload's description."""
+    FLOPs (PyTorch's seconds None where its first step raised: ``unsupported`` says why), per
+    precision each framework's matmul peak (FLOP/s, the median over the rounds); and each
+    workload's description."""
     with tempfile.TemporaryDirectory(prefix="tcnlm-peers-") as scratch:
-        contenders, flops, described = workload_contenders(args, Path(scratch))
+        contenders, flops, described, unsupported = workload_contenders(args, Path(scratch))
         contenders.update(matmul_contenders(args))
         timed = time_contenders(contenders, args.warmup, args.rounds, args.steps)
     return {"threads": threads,
@@ -432,9 +446,9 @@ def measure(args: argparse.Namespace, threads: int) -> dict:
                       for p in args.precisions},
             "rows": [{"workload": name, "precision": p, "flops": flops[name],
                       "ours": timed["ours", name, p]["seconds"],
-                      "torch": timed["torch", name, p]["seconds"]}
+                      "torch": timed.get(("torch", name, p), {}).get("seconds")}
                      for name in args.peer_workloads for p in args.precisions],
-            "described": described}
+            "described": described, "unsupported": unsupported}
 
 
 def describe(config, vocab_size: int, cutoffs: tuple[int, ...]) -> str:
