@@ -29,7 +29,9 @@ The last four are not run by default: ``--contenders tc-keras,tc --reference tc-
 compares the first pair, ``--contenders moe-keras,moe --reference moe-keras`` the second.
 
 ``--precision bf16`` runs the Keras layers under the ``mixed_bfloat16`` policy and torch
-under ``torch.autocast("cpu", dtype=torch.bfloat16)``. Every contender runs ``--steps``
+under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (on a CPU without bfloat16
+instructions torch's oneDNN LSTM has none: a contender whose first step raises gets a line
+saying so, and no ratio is given to it). Every contender runs ``--steps``
 steps per round, in alternating rounds in one process (the order rotates every round);
 the table gives each contender's median milliseconds per step over the rounds and the
 median over the rounds of its time / the ``--reference`` contender's (torch's unless
@@ -100,8 +102,24 @@ def main(argv: list[str] | None = None) -> None:
         for precision in args.precisions:
             steps = {name: make_step(name, sizes, precision, torch, tf)
                      for name in args.contenders}
+            failed = drop_failing(steps)
             table(f"{shape} {sizes} {precision}, {threads} thread(s)",
-                  time_rounds(steps, args.rounds, args.steps, args.warmup), args.reference)
+                  time_rounds(steps, args.rounds, args.steps, args.warmup), args.reference,
+                  failed)
+
+
+def drop_failing(steps: dict) -> dict[str, str]:
+    """Runs every step once (a warm-up call) and removes from ``steps`` those that raise a
+    ``RuntimeError`` (torch's oneDNN LSTM has no bfloat16 kernel on a CPU without bfloat16
+    instructions); returns name -> the error's first line for them."""
+    failed = {}
+    for name, step in list(steps.items()):
+        try:
+            step()
+        except RuntimeError as err:
+            failed[name] = str(err).splitlines()[0]
+            del steps[name]
+    return failed
 
 
 def shape_sizes(shape: str) -> tuple:
@@ -227,9 +245,13 @@ def time_rounds(steps: dict, rounds: int, per_round: int, warmup: int) -> dict:
     return seconds
 
 
-def table(title: str, seconds: dict, reference: str = "torch") -> None:
-    """Median ms per step and the median per-round ratio to the step of ``reference``."""
+def table(title: str, seconds: dict, reference: str = "torch",
+          failed: dict[str, str] | None = None) -> None:
+    """Median ms per step and the median per-round ratio to the step of ``reference``; a
+    line for each contender that could not run (``failed``: name -> why)."""
     print(title, flush=True)
+    for name, reason in (failed or {}).items():
+        print(f"  {name:16s} could not run on this CPU: {reason}", flush=True)
     reference_times = seconds.get(reference)
     for name, times in seconds.items():
         ratio = ("" if reference_times is None else

@@ -26,6 +26,9 @@ def test_it_times_every_contender_at_each_thread_count():
                                         for t in (1, 2) for p in ("float32", "bf16")]
     rows = [line.split()[0] for line in result.stdout.splitlines() if line.startswith(" ")]
     assert rows == ["torch", "keras", "hoisted", "hoisted-generic"] * 4
+    # torch's bfloat16 LSTM, where this CPU has no kernel for it, is a line saying so
+    failed = [line for line in result.stdout.splitlines() if "could not run" in line]
+    assert all(line.split()[0] == "torch" for line in failed) and len(failed) in (0, 2)
 
 
 def test_the_topic_guided_layers_against_their_keras_loops():
