@@ -101,13 +101,15 @@ def read_json(path: Path) -> dict:
 @contextlib.contextmanager
 def reading(root: Path) -> Iterator[None]:
     """Read the records under ``root`` (relative paths resolve there), each comparison's
-    once (:func:`finished_rows` is cached for the duration)."""
+    once (:func:`finished_rows` and :func:`seed_intervals` are cached for the duration)."""
     finished_rows.cache_clear()
+    seed_intervals.cache_clear()
     try:
         with contextlib.chdir(root):
             yield
     finally:
         finished_rows.cache_clear()
+        seed_intervals.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -380,9 +382,11 @@ def seed_entries() -> dict[tuple, dict] | None:
         for name, metrics in finished_rows(SEEDS).items()}, {})
 
 
+@functools.lru_cache(maxsize=None)
 def seed_intervals(reference: str) -> dict[str, Interval]:
     """Row -> the paired bootstrap 95 % interval of its test-perplexity ratio to row
-    ``reference`` over the three-seed comparison; empty until that is complete."""
+    ``reference`` over the three-seed comparison; empty until that is complete. Computed
+    once per :func:`reading` (the summary, Table 2 and the noise section share them)."""
     entries = seed_entries()
     if entries is None:
         return {}
