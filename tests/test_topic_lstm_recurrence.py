@@ -13,7 +13,6 @@ import tensorflow as tf
 import layers.topic_lstm_recurrence
 from layers.mixture_of_experts import MixtureOfExpertsLSTM, MixtureOfExpertsLSTMCell
 from layers.topic_lstm import TopicCompositionalLSTM
-from tcnlm_tf.runs.provenance import bf16_units
 from tests.random_weights import same_random_weights
 
 B, L, NX, NH, NF, T = 4, 6, 5, 7, 3, 4
@@ -109,35 +108,44 @@ def test_without_initial_or_returned_states_in_a_tf_function(return_sequences):
     assert_same(reference, written, x, t, None, mask, compiled=True)
 
 
-#: measured on an AVX2-only AMD EPYC (no bfloat16 instructions, where TensorFlow's bfloat16
-#: products do not go through oneDNN): with the mask, the written-out loop's largest error
-#: was up to 4x keras.layers.RNN's (0.064 against 0.016 of the largest entry, on one of the
-#: gradients); the cause is not traced. On the AVX512_BF16 CPUs it stays within 2x.
-NO_BF16_INSTRUCTIONS = pytest.mark.xfail(
-    bf16_units() == "none", strict=False,
-    reason="untraced: with a mask, up to 4x keras's bfloat16 error on a CPU without "
-           "bfloat16 instructions")
+#: the inputs whose errors the bfloat16 comparison averages. One input's largest error is
+#: one row's luck with bf16 rounding: on an AVX2-only AMD EPYC the written-out loop's largest
+#: error over keras's, input by input, ranged over 0.6-2.5x without a mask and 0.6-4.9x with
+#: one (a masked row leaves the other rows' results bit-identical, so the mask only changes
+#: which row's luck is largest); averaged over these 12 inputs it was at most 1.16x and 1.44x.
+BF16_INPUTS = range(1, 13)
 
 
-@pytest.mark.parametrize("masked", [False, pytest.param(True, marks=NO_BF16_INSTRUCTIONS)])
+def relative_error(got, want):
+    """The largest difference of ``got`` (any dtype) from ``want``, over ``want``'s largest
+    entry."""
+    want = want.numpy()
+    return np.abs(tf.cast(got, tf.float32).numpy() - want).max() / np.abs(want).max()
+
+
+@pytest.mark.parametrize("masked", [False, True])
 def test_bfloat16_is_as_close_to_float32_as_keras_rnns(masked):
     """Under mixed_bfloat16 the outputs are bf16 and the gradients float32, each no further
-    from keras.layers.RNN's in float32 than its bf16 loop is (2x, or 3 % of the largest
-    entry: the TensorFlow loop does its element-wise work in float32, the cell in bf16)."""
+    from keras.layers.RNN's in float32 than its bf16 loop is: for every output and gradient,
+    the mean over BF16_INPUTS of the largest error (a share of the largest entry) at most 2x
+    keras's, or 3 % (the TensorFlow loop does its element-wise work in float32, the cell in
+    bf16)."""
     exact, _ = pair(return_sequences=True, return_state=True)
     reference, written = pair("mixed_bfloat16", return_sequences=True, return_state=True)
-    x, t, state, mask = inputs()
-    (want_out, want_grad), (ref_out, ref_grad), (out, grad) = (
-        outputs_and_gradients(layer, x, t, state, mask if masked else None)
-        for layer in (exact, reference, written))
-    assert {o.dtype for o in out} == {tf.bfloat16} and {g.dtype for g in grad} == {tf.float32}
-    for want, ref, got in zip(want_out + want_grad, ref_out + ref_grad, out + grad):
-        want = want.numpy()
-
-        def error(a):
-            return np.abs(tf.cast(a, tf.float32).numpy() - want).max() / np.abs(want).max()
-
-        assert error(got) <= max(2 * error(ref), 0.03)
+    errors = []
+    for seed in BF16_INPUTS:
+        x, t, state, mask = inputs(seed)
+        (want_out, want_grad), (ref_out, ref_grad), (out, grad) = (
+            outputs_and_gradients(layer, x, t, state, mask if masked else None)
+            for layer in (exact, reference, written))
+        assert ({o.dtype for o in out} == {tf.bfloat16}
+                and {g.dtype for g in grad} == {tf.float32})
+        errors.append([(relative_error(ref, want), relative_error(got, want))
+                       for want, ref, got
+                       in zip(want_out + want_grad, ref_out + ref_grad, out + grad)])
+    ref_error, written_error = np.mean(errors, axis=0).T
+    assert (written_error <= np.maximum(2 * ref_error, 0.03)).all(), (
+        written_error / ref_error)
 
 
 def test_the_tensorflow_loop_runs_unless_recurrent_dropout_trains(monkeypatch):
