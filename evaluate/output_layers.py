@@ -23,7 +23,7 @@ from pathlib import Path
 
 from evaluate.common import emit, read_record, records_parser, row_of, row_order
 from evaluate.compare import recorded_settings
-from evaluate.intervals import document_scores, paired_bootstrap
+from evaluate.intervals import Interval, document_scores, paired_bootstrap
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 #: the output layers, as a record's model settings make them
@@ -92,16 +92,35 @@ def groups(found: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return cells
 
 
-def ratio_cell(cells: dict, key: tuple[str, str], base: tuple[str, str] | None) -> str:
-    """``ratio [low, high]`` of cell ``key`` to cell ``base`` (paired bootstrap), "-" where
-    there is no base or a run lacks per-document scores."""
+def cell_ratio(cells: dict, key: tuple[str, str],
+               base: tuple[str, str] | None) -> Interval | float | None:
+    """The test-perplexity ratio of cell ``key`` to cell ``base``: its paired bootstrap
+    interval, the plain ratio of the seeds' mean perplexities where a run lacks per-document
+    scores, None where there is no base (or it is ``key``)."""
     if base is None or base not in cells or base == key:
-        return "-"
+        return None
     runs_of = {k: [r["documents"] for r in cells[k]] for k in (key, base)}
     if any(d is None for scores in runs_of.values() for d in scores):
         test = statistics.fmean(r["test"] for r in cells[key])
-        return f"{test / statistics.fmean(r['test'] for r in cells[base]):.3f}"
-    return str(paired_bootstrap(runs_of, base)[key])
+        return test / statistics.fmean(r["test"] for r in cells[base])
+    return paired_bootstrap(runs_of, base)[key]
+
+
+def ratio_cell(cells: dict, key: tuple[str, str], base: tuple[str, str] | None) -> str:
+    """:func:`cell_ratio` as a table cell: ``ratio [low, high]``, a plain ratio, or "-"."""
+    found = cell_ratio(cells, key, base)
+    if found is None:
+        return "-"
+    return str(found) if isinstance(found, Interval) else f"{found:.3f}"
+
+
+def same_layer_bases(cells: dict, layer: str) -> tuple[tuple[str, str] | None,
+                                                       tuple[str, str] | None]:
+    """The cells of the sentence and the document LSTM with output layer ``layer`` (None
+    where not recorded)."""
+    sentence = next(((s, layer) for s in SENTENCE_ROWS if (s, layer) in cells), None)
+    document = (DOCUMENT_ROW, layer) if (DOCUMENT_ROW, layer) in cells else None
+    return sentence, document
 
 
 def table(found: list[dict]) -> str:
@@ -116,8 +135,7 @@ def table(found: list[dict]) -> str:
         tests = [r["test"] for r in cells[(row, layer)]]
         mean = statistics.fmean(tests)
         spread = f" ± {statistics.stdev(tests):.2f}" if len(tests) > 1 else ""
-        sentence = next(((s, layer) for s in SENTENCE_ROWS if (s, layer) in cells), None)
-        document = (DOCUMENT_ROW, layer) if (DOCUMENT_ROW, layer) in cells else None
+        sentence, document = same_layer_bases(cells, layer)
         lines.append(f"| {row} | {layer} | {len(tests)} | {mean:.2f}{spread} | "
                      f"{ratio_cell(cells, (row, layer), sentence)} | "
                      f"{ratio_cell(cells, (row, layer), document)} |")

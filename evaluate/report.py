@@ -5,18 +5,20 @@ Every number in the report is read from a record (a row's ``metrics.json``, ``co
 ``coherence.json`` and ``ablations.json``, a comparison's ``compare.json``; the layout is in
 ``results/README.md``) or is a paper's published value (:mod:`evaluate.published`). The
 tables of the records commands (``evaluate.beside_paper``, ``evaluate.protocols``,
-``evaluate.topic_counts``, ``evaluate.table_6``) are their own output, so the report says
-what those commands say. A section whose records are not there yet says so instead of a
-number. ``make results`` runs this command; a test fails when ``RESULTS.md`` differs from
-what it writes, so the report cannot drift from the records.
+``evaluate.topic_counts``, ``evaluate.table_6``, ``evaluate.output_layers``) are their own
+output, so the report says what those commands say. A section whose records are not there
+yet says so instead of a number. ``make results`` runs this command; a test fails when
+``RESULTS.md`` differs from what it writes, so the report cannot drift from the records.
 
 The summary gives each paper claim a status by a stated rule: an absolute number is
 *reproduced* within 2 % of the paper's; a claim of the form "A beats B" is *reproduced* when
 the ratio A / B is on the paper's side of 1 and *not reproduced* otherwise. Once the
 three-seed comparison is complete, the APNEWS claims it covers read its paired bootstrap
-95 % intervals instead, and "A beats B" is *reproduced* only where the whole interval lies on
-the paper's side of 1 (:func:`status_interval`). A status from one seed is one run's outcome,
-and the noise section says which differences that cannot carry.
+95 % intervals instead (Table 6's claim those of its own three seeds, the MoS claim those of
+the converged decoder against the tied LSTM's seeds), and "A beats B" is *reproduced* only
+where the whole interval lies on the paper's side of 1 (:func:`status_interval`). A status
+from one seed is one run's outcome, and the noise section says which differences that
+cannot carry.
 """
 from __future__ import annotations
 
@@ -25,15 +27,17 @@ import contextlib
 import functools
 import io
 import json
+import math
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from evaluate import beside_paper, compare_report, protocols, table_6, topic_counts
+from evaluate import (beside_paper, compare_report, output_layers, protocols, table_6,
+                      topic_counts)
 from evaluate.common import read_record, row_order
 from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, RunKey, stop_reason
-from evaluate.intervals import Interval
+from evaluate.intervals import Interval, document_scores, paired_bootstrap
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.metrics.coherence import topic_diversity
@@ -48,6 +52,12 @@ REST_SCORED_PRECEDING = RESULTS / "apnews/rest-scored-preceding"
 TOPIC_COUNTS = RESULTS / "apnews/topic-counts"
 TABLE6 = RESULTS / "apnews/table6"
 SEEDS = RESULTS / "apnews/seeds"
+#: the output layer held equal: the tied full softmax and the untied full softmax
+TIED_SOFTMAX, FULL_SOFTMAX = RESULTS / "apnews/tied-softmax", RESULTS / "apnews/full-softmax"
+#: the sentence-mode rows trained with the state carried across a long sentence's pieces
+CARRY = RESULTS / "apnews/long-sentences-carry"
+#: MoS and SDLM (WordNet) to convergence
+DECODERS = RESULTS / "apnews/decoders"
 #: the comparisons of one commit and seed to convergence under each precision, and their rows
 PRECISIONS = {precision: RESULTS / f"apnews/precision-{precision}"
               for precision in ("float32", "mixed_bfloat16")}
@@ -65,6 +75,13 @@ DECODER_ROWS = (SENTENCE_LSTM, "lstm-tied", "lstm-mos", "sdlm")
 #: the rows of the campaign's three-seed comparison and of its Table 6 comparison
 SEED_ROWS = (SENTENCE_LSTM, DOCUMENT_LSTM, "lstm-tied", "tdlm", "lda_lstm", "tcnlm", "topic_rnn")
 TABLE6_ROWS = (SENTENCE_LSTM, "tcnlm", "tcnlm-constant-t", "moe")
+#: the rows of the output-layer, long-sentence and decoder comparisons
+TIED_SOFTMAX_ROWS = (DOCUMENT_LSTM, "tdlm", "lda_lstm", "tcnlm")
+FULL_SOFTMAX_ROWS = (SENTENCE_LSTM, DOCUMENT_LSTM)
+CARRY_ROWS = (SENTENCE_LSTM, "tdlm")
+CONVERGED_DECODER_ROWS = ("lstm-mos", "sdlm")
+#: the comparisons over seeds, and their rows
+SEEDED = {SEEDS: SEED_ROWS, TABLE6: TABLE6_ROWS}
 #: the summary table's columns
 CLAIM_HEADER = ["claim", "paper", "here", "status", "section"]
 #: the README's copy of the summary table lies between these two lines
@@ -101,15 +118,15 @@ def read_json(path: Path) -> dict:
 @contextlib.contextmanager
 def reading(root: Path) -> Iterator[None]:
     """Read the records under ``root`` (relative paths resolve there), each comparison's
-    once (:func:`finished_rows` and :func:`seed_intervals` are cached for the duration)."""
-    finished_rows.cache_clear()
-    seed_intervals.cache_clear()
+    once (:data:`CACHED`: the records and their intervals are cached for the duration)."""
+    for cached in CACHED:
+        cached.cache_clear()
     try:
         with contextlib.chdir(root):
             yield
     finally:
-        finished_rows.cache_clear()
-        seed_intervals.cache_clear()
+        for cached in CACHED:
+            cached.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -231,12 +248,12 @@ def claims() -> list[list[str]]:
     npmi = ratio(mean_npmi(REST_SCORED_PRECEDING, "tcnlm"), lda)
     paper4 = TABLE_4["apnews"][50]
     paper_npmi = paper4["TCNLM(s)"] / paper4["LDA"]
-    six = None
-    if complete(TABLE6, TABLE6_ROWS):
-        means = {row: statistics.mean(m["test_perplexity"] for n, m in finished_rows(
-            TABLE6).items() if n.startswith(f"{row}-seed")) for row in (SENTENCE_LSTM, "tcnlm")}
-        six = means["tcnlm"] / means[SENTENCE_LSTM]
     paper6 = TABLE_6["apnews"]["tcnlm"] / TABLE_6["apnews"][SENTENCE_LSTM]
+    six = seed_intervals(SENTENCE_LSTM, TABLE6).get("tcnlm")
+    mos_paper = SDLM_TABLE_1["+ MoS"]["test"] / SDLM_TABLE_1["Tied LSTM (medium)"]["test"]
+    mos = (decoder_intervals().get("lstm-mos")
+           if complete(DECODERS, CONVERGED_DECODER_ROWS) and complete(SEEDS, SEED_ROWS)
+           else None)
     document = test_ppl(PAPERS, DOCUMENT_LSTM)
     causal = {row: ratio(test_ppl(CAUSAL, row), document) for row in DOCUMENT_ROWS}
     best = min((r for r in causal.values() if r is not None), default=None)
@@ -252,6 +269,10 @@ def claims() -> list[list[str]]:
          number(SDLM_TABLE_1["+ SDLM"]["test"] / pd_paper, 3), "-",
          "not testable here (HowNet is not obtainable)",
          "[Not run here](#not-run-here-and-why)"],
+        ["SDLM Table 1: the MoS decoder beats the tied LSTM (test ppl ratio; here on the "
+         "APNEWS sample, MoS seed 0 against the tied LSTM's 3 seeds)", number(mos_paper, 3),
+         "-" if mos is None else str(mos), status_interval(mos, mos_paper),
+         "[Decoders](#the-decoders-to-convergence)"],
         ["TCNLM Table 2 (APNEWS, small, T = 50): TCNLM / basic LSTM", number(paper_tcnlm, 3),
          *(seeded_claim(to_lstm["tcnlm"], paper_tcnlm) if "tcnlm" in to_lstm else
            [number(ratio(tcnlm, lstm), 3), status_beats(ratio(tcnlm, lstm), paper_tcnlm)]),
@@ -271,7 +292,8 @@ def claims() -> list[list[str]]:
              None if npmi is None else 1 / npmi, 1 / paper_npmi),
          "[Table 4](#tcnlm-table-4-topic-coherence)"],
         ["TCNLM Table 6 (1×100, T = 30): TCNLM / LSTM, one codebase", number(paper6, 3),
-         number(six, 3), status_beats(six, paper6), "[Table 6](#tcnlm-table-6-one-codebase)"],
+         *(seeded_claim(six, paper6) if six else ["-", status_beats(None, paper6)]),
+         "[Table 6](#tcnlm-table-6-one-codebase)"],
         ["2023 re-evaluation: no topic-guided model beats an LSTM at convergence "
          "(best topic row / document LSTM, causal protocol)", "≥ 1", number(best, 3),
          "pending (not recorded yet)" if best is None else
@@ -371,27 +393,52 @@ def complete(comparison: Path, rows: tuple[str, ...]) -> bool:
     return names <= set(finished_rows(comparison))
 
 
-def seed_entries() -> dict[tuple, dict] | None:
-    """The three-seed comparison's rows (:func:`evaluate.compare_report.aggregate` of its
-    records, keyed by (row, None)) once every run of it is recorded (:func:`complete`),
-    else None."""
-    if not complete(SEEDS, SEED_ROWS):
+def seed_entries(comparison: Path = SEEDS) -> dict[tuple, dict] | None:
+    """The rows of a comparison over seeds (:data:`SEEDED`; by default the three-seed
+    comparison): :func:`evaluate.compare_report.aggregate` of its records, keyed by (row,
+    None), once every run of it is recorded (:func:`complete`), else None."""
+    if not complete(comparison, SEEDED[comparison]):
         return None
     return compare_report.aggregate({
         RunKey(name.rsplit("-seed", 1)[0], None, int(name.rsplit("-seed", 1)[1]), None): metrics
-        for name, metrics in finished_rows(SEEDS).items()}, {})
+        for name, metrics in finished_rows(comparison).items()}, {})
 
 
 @functools.lru_cache(maxsize=None)
-def seed_intervals(reference: str) -> dict[str, Interval]:
+def seed_intervals(reference: str, comparison: Path = SEEDS) -> dict[str, Interval]:
     """Row -> the paired bootstrap 95 % interval of its test-perplexity ratio to row
-    ``reference`` over the three-seed comparison; empty until that is complete. Computed
-    once per :func:`reading` (the summary, Table 2 and the noise section share them)."""
-    entries = seed_entries()
+    ``reference`` over a comparison over seeds (default: the three-seed comparison); empty
+    until that is complete. Computed once per :func:`reading` (the summary, Table 2 and the
+    noise section share them)."""
+    entries = seed_entries(comparison)
     if entries is None:
         return {}
     return {row: bounds for (row, _), bounds in
             compare_report.intervals(entries, reference).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def joined_intervals(reference: str, *groups: tuple[str, Path, tuple[str, ...]]
+                     ) -> dict[str, Interval]:
+    """Label -> the paired bootstrap 95 % interval of its test-perplexity ratio to the group
+    labelled ``reference``, over runs joined from several comparisons: each group a label,
+    a comparison and the names of its runs there (one per seed), all scored on the same test
+    documents. Empty where a run is not recorded or has no per-document scores."""
+    scores = {}
+    for label, comparison, names in groups:
+        found = [document_scores(finished_rows(comparison).get(name, {})) for name in names]
+        if any(documents is None for documents in found):
+            return {}
+        scores[label] = found
+    try:
+        return paired_bootstrap(scores, reference)
+    except ValueError as error:
+        raise UserError(f"evaluate.report: {', '.join(str(g[1]) for g in groups)}: {error}"
+                        ) from None
+
+
+def interval_cell(bounds: dict[str, Interval], label: str) -> str:
+    return str(bounds[label]) if label in bounds else "-"
 
 
 def seed_noise() -> str:
@@ -446,10 +493,11 @@ def trained_on(records: dict[str, dict]) -> str:
             "seeds includes that.")
 
 
-def seed_claims(bounds: dict[str, Interval]) -> str:
-    """What the paired bootstrap intervals of the rows' ratios to the document LSTM
-    (``bounds``, by row) support, in three sentences: the rows below it, those whose
-    interval holds 1 (no difference) and those above it."""
+def seed_claims(bounds: dict[str, Interval], against: str = "the document LSTM") -> str:
+    """What the paired bootstrap intervals of the rows' ratios to a reference row
+    (``bounds``, by row; the document LSTM's own is left out) support, in three sentences:
+    the rows below the reference, those whose interval holds 1 (no difference) and those
+    above it."""
     if not bounds:
         return "No interval: the records hold no per-document test scores."
     side = {"below": [], "no difference": [], "above": []}
@@ -458,10 +506,44 @@ def seed_claims(bounds: dict[str, Interval]) -> str:
             side["below" if interval.high < 1 else "above" if interval.low > 1
                  else "no difference"].append(f"{row} ({interval})")
     named = lambda rows: "; ".join(rows) or "none"      # noqa: E731
-    return (f"Against the document LSTM, by the 95 % intervals above: lower perplexity "
+    return (f"Against {against}, by the 95 % intervals above: lower perplexity "
             f"beyond the noise of test documents and seeds: {named(side['below'])}. No "
             f"difference (the interval holds 1): {named(side['no difference'])}. Higher: "
             f"{named(side['above'])}.")
+
+
+def output_layer_section() -> str:
+    """The output layer held equal: every row of the three-seed, tied-softmax and
+    full-softmax comparisons beside the LSTMs with its output layer
+    (:mod:`evaluate.output_layers`), and what the intervals to the document LSTM with the
+    same layer support, once the three are complete."""
+    head = ["## The output layer held equal", "",
+            "The output layer alone moves an LSTM by more than the topic rows' gains, and "
+            "Table 2's rows do not share one: Topic-RNN has an untied full softmax, "
+            "`lstm-tied` a tied one, every other row the adaptive softmax. The topic rows "
+            "and the document LSTM are trained again with the tied full softmax "
+            "(`--decoder softmax --tie-embeddings`), the sentence and document LSTMs with "
+            "Topic-RNN's untied full softmax (`--decoder softmax`), seed 0, and every row is "
+            "divided by the LSTMs with its own output layer (the three-seed comparison's rows "
+            "with their three seeds)."]
+    comparisons = ((SEEDS, SEED_ROWS), (TIED_SOFTMAX, TIED_SOFTMAX_ROWS),
+                   (FULL_SOFTMAX, FULL_SOFTMAX_ROWS))
+    if not all(complete(c, rows) for c, rows in comparisons):
+        return "\n".join(head + ["", "Not recorded yet (" + " and ".join(
+            f"`{c}`" for c, _ in comparisons[1:]) + ", comparisons of `results/campaign.sh`; "
+            "the section enters when all their runs are recorded)."])
+    directories = [str(c) for c, _ in comparisons]
+    cells = output_layers.groups([run for c in directories
+                                  for run in output_layers.runs(Path(c))])
+    bounds = {}
+    for row, layer in cells:
+        found = output_layers.cell_ratio(cells, (row, layer),
+                                         output_layers.same_layer_bases(cells, layer)[1])
+        if isinstance(found, Interval):
+            bounds[f"{row} ({layer})"] = found
+    return "\n".join(head + [
+        "", command_output(output_layers.main, ["--records", *directories]), "",
+        seed_claims(bounds, "the document LSTM with the same output layer")])
 
 
 def table_2() -> str:
@@ -505,6 +587,50 @@ def context_protocols() -> str:
         "found that no topic-guided model beat an LSTM baseline at convergence. Their code "
         "trains under `rest` and scores under `preceding` (the third column).", "",
         table])
+
+
+def long_sentences() -> str:
+    """The state reset or carried across the pieces of a long sentence: the sentence LSTM
+    and TDLM under ``--long-sentences carry`` beside their ``reset`` runs (the three-seed
+    comparison's seed 0) and the document LSTM (seed 0), once both are complete."""
+    head = ["## Long sentences: the state reset or carried", "",
+            "Sentence mode cuts a sentence longer than `--seq-len` (30 targets) into pieces. "
+            "The papers' protocol, the TDLM authors' code, reads each piece from a zero state "
+            "(`--long-sentences reset`, the default, and every other table's setting); Zheng, "
+            "Vafa and Blei's code carries the state from piece to piece (`carry`), as the "
+            "document LSTM carries it from sentence to sentence. Trained under `carry` (seed "
+            "0), beside their `reset` runs and the document LSTM of the three-seed comparison "
+            "(seed 0), the sentence LSTM and TDLM show how much of the document LSTM's lead "
+            "comes from the resets rather than from the document's context. The default stays "
+            "`reset`, the protocol of the papers' published numbers."]
+    if not (complete(CARRY, CARRY_ROWS) and complete(SEEDS, SEED_ROWS)):
+        return "\n".join(head + ["", f"Not recorded yet (`{CARRY}`, a comparison of "
+                                 "`results/campaign.sh`)."])
+    rows, bounds = [], {}
+    for row in CARRY_ROWS:
+        groups = (("reset", SEEDS, (f"{row}-seed0",)), ("carry", CARRY, (row,)),
+                  ("document", SEEDS, (f"{DOCUMENT_LSTM}-seed0",)))
+        to_reset, bounds[row] = (joined_intervals("reset", *groups),
+                                 joined_intervals("document", *groups))
+        reset, carry = (finished_rows(SEEDS)[f"{row}-seed0"], finished_rows(CARRY)[row])
+        rows.append([row, *(f"{number(m['test_perplexity'])} ({len(m.get('epochs', []))} "
+                            f"epochs, {stop_reason(m, None)})" for m in (reset, carry)),
+                     interval_cell(to_reset, "carry"), interval_cell(bounds[row], "reset"),
+                     interval_cell(bounds[row], "carry")])
+    text = head + ["", f"`{CARRY}` (carry) and `{SEEDS}` (reset, the document LSTM), seed 0, "
+                   "paired bootstrap 95 % intervals over the test documents:", "",
+                   markdown_table(["row", "reset: test ppl", "carry: test ppl",
+                                   "carry / reset", "reset / document LSTM",
+                                   "carry / document LSTM"], rows)]
+    lead = bounds[SENTENCE_LSTM]
+    if "reset" in lead and lead["reset"].ratio > 1:
+        share = math.log(lead["reset"].ratio / lead["carry"].ratio) / math.log(
+            lead["reset"].ratio)
+        text += ["", f"The sentence LSTM's test perplexity is {lead['reset']} times the "
+                 f"document LSTM's under `reset` and {lead['carry']} times under `carry`: of "
+                 f"the document LSTM's lead, the resets inside long sentences make "
+                 f"{share:.0%} (in log perplexity, one seed), the document's context the rest."]
+    return "\n".join(text)
 
 
 def table_4() -> str:
@@ -570,6 +696,47 @@ def peoples_daily() -> str:
         "project.", "",
         markdown_table(["model", "epochs", "valid ppl", "test ppl"], rows), "",
         f"Test perplexity here / the paper's: {metrics['test_perplexity'] / paper['test']:.3f}."])
+
+
+def decoders() -> str:
+    """MoS and SDLM (WordNet) to convergence against the tied LSTM of the three-seed
+    comparison, beside the SDLM paper's ratios, once the decoder comparison is complete."""
+    tied = SDLM_TABLE_1["Tied LSTM (medium)"]["test"]
+    paper = {"lstm-mos": SDLM_TABLE_1["+ MoS"]["test"] / tied,
+             "sdlm": SDLM_TABLE_1["+ SDLM"]["test"] / tied}
+    head = ["## The decoders to convergence", "",
+            "MoS (`lstm-mos`) and SDLM with WordNet sememes (`sdlm`) on the APNEWS sample "
+            "until converged (seed 0), each divided by the tied LSTM (`lstm-tied`, the three "
+            "seeds of the three-seed comparison), the baseline both decoders extend. The SDLM "
+            "paper's ratios are on People's Daily, SDLM's with HowNet: + MoS "
+            f"{paper['lstm-mos']:.3f}, + SDLM {paper['sdlm']:.3f}."]
+    if not (complete(DECODERS, CONVERGED_DECODER_ROWS) and complete(SEEDS, SEED_ROWS)):
+        return "\n".join(head + ["", f"Not recorded yet (`{DECODERS}`, a comparison of "
+                                 "`results/campaign.sh`); the same rows at a fixed budget are "
+                                 "under [The decoders at a fixed "
+                                 "budget](#the-decoders-at-a-fixed-budget)."])
+    bounds = decoder_intervals()
+    tied_runs = [m for n, m in finished_rows(SEEDS).items() if n.startswith("lstm-tied-seed")]
+    tests = [m["test_perplexity"] for m in tied_runs]
+    rows = [["lstm-tied", str(len(tied_runs)), "-", "-",
+             f"{number(statistics.mean(tests))} ± {statistics.stdev(tests):.2f}", "1.000",
+             "1.000"]]
+    for row in CONVERGED_DECODER_ROWS:
+        m = finished_rows(DECODERS)[row]
+        rows.append([row, "1", str(len(m.get("epochs", []))), stop_reason(m, None),
+                     number(m["test_perplexity"]), interval_cell(bounds, row),
+                     f"{paper[row]:.3f}"])
+    return "\n".join(head + ["", f"`{DECODERS}` and `{SEEDS}`:", "", markdown_table(
+        ["row", "seeds", "epochs", "stopped", "test ppl", "/ tied LSTM [95 % CI]",
+         "the paper's ratio"], rows)])
+
+
+def decoder_intervals() -> dict[str, Interval]:
+    """Row -> the paired bootstrap interval of the converged decoders' (and the tied
+    LSTM's) test-perplexity ratio to the tied LSTM of the three-seed comparison."""
+    tied = tuple(n for n in finished_rows(SEEDS) if n.startswith("lstm-tied-seed"))
+    return joined_intervals("lstm-tied", ("lstm-tied", SEEDS, tied),
+                            *((row, DECODERS, (row,)) for row in CONVERGED_DECODER_ROWS))
 
 
 def ablations() -> str:
@@ -686,9 +853,11 @@ def not_run() -> str:
 
 
 SECTIONS: tuple[Callable[[], str], ...] = (
-    summary, setup, seed_noise, table_2, context_protocols, table_4, table_6_section,
-    peoples_daily, ablations, more_comparisons, precision_at_convergence, other_records,
-    not_run)
+    summary, setup, seed_noise, table_2, output_layer_section, context_protocols,
+    long_sentences, table_4, table_6_section, peoples_daily, decoders, ablations,
+    more_comparisons, precision_at_convergence, other_records, not_run)
+#: what :func:`reading` clears: the records and the intervals read from them
+CACHED = (finished_rows, seed_intervals, joined_intervals)
 
 
 def report(root: Path) -> str:
