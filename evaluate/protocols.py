@@ -20,7 +20,9 @@ The 2023 re-evaluation's own code trains its models under ``rest`` and scores th
 protocol as a third column: DIR holds the records of the ``rest`` comparison's topic rows
 (the same settings) trained with ``--ablations``, whose ``preceding`` ablation is that
 score; a row whose test perplexity there differs from its ``--rest`` record is named below
-the table (the trainer is deterministic, so the two runs should be the same).
+the table with the epoch where their validation perplexities first differ and where each
+first halved its learning rate (the trainer is deterministic for one commit, seed and
+thread count, so two runs part only where one of those differs).
 
 ``--causal-records DIR [DIR ...]`` adds rows that read no document text from other
 comparisons of the same corpus and settings (under either ``--context``: such rows read
@@ -122,6 +124,31 @@ def shared_rows(runs: dict[str, dict], fixed_budget: dict[str, int],
             for name, metrics in runs.items() if not reads_document(metrics["model"])]
 
 
+def first_halving(metrics: dict) -> int | None:
+    """The epoch after which a record's learning rate was first lowered (each epoch's entry
+    holds the rate its end left), or None."""
+    epochs = [e for e in metrics.get("epochs", []) if "learning_rate" in e]
+    start = epochs[0]["learning_rate"] if epochs else None
+    return next((e["epoch"] for e in epochs if e["learning_rate"] < start), None)
+
+
+def where_they_part(rest: dict, other: dict) -> str:
+    """Where two records of one row part, from their epochs: the first epoch whose
+    validation perplexity differs (to 0.001) and the epochs after which each first halved
+    its learning rate; "" where no recorded epoch differs."""
+    pairs = [(a, b) for a, b in zip(rest.get("epochs", []), other.get("epochs", []))
+             if "valid_perplexity" in a and "valid_perplexity" in b]
+    first = next(((a, b) for a, b in pairs
+                  if round(a["valid_perplexity"], 3) != round(b["valid_perplexity"], 3)), None)
+    if first is None:
+        return ""
+    halved = [first_halving(m) for m in (other, rest)]
+    return (f"; validation first differs at epoch {first[0]['epoch']}, "
+            f"{first[1]['valid_perplexity']:.3f} against {first[0]['valid_perplexity']:.3f}; "
+            "learning rate first halved after epoch " + " and ".join(
+                "-" if h is None else str(h) for h in halved))
+
+
 def table(rest: dict[str, dict], preceding: dict[str, dict],
           shared: list[tuple[str, dict, str]], scored: dict[str, dict] | None = None) -> str:
     """The Markdown table: the rows that read their document under both protocols (with
@@ -162,7 +189,8 @@ def table(rest: dict[str, dict], preceding: dict[str, dict],
             lines.append(f"| {name} | not run | - | {cell(metrics)} | - |" + third(name))
     if scored is not None:
         differ = [f"{name} ({m['test_perplexity']:.2f}, --rest "
-                  f"{rest[name]['test_perplexity']:.2f})" for name, m in scored.items()
+                  f"{rest[name]['test_perplexity']:.2f}{where_they_part(rest[name], m)})"
+                  for name, m in scored.items()
                   if name in rest and abs(m["test_perplexity"]
                                           - rest[name]["test_perplexity"]) >= 0.005]
         lines += ["", "The rows trained again for the third column with another test "

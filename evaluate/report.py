@@ -371,9 +371,10 @@ def setup() -> str:
         f"{pd_config['data']['seq_len']}, {train['epochs']} epochs, the learning rate halved when "
         "validation does not improve.",
         "- **Where a run trained**: a record that stores `provenance` in its `metrics.json` "
-        "names the commit, command, thread count and CPU; the records of this report's tables "
-        "do not store it: they trained on 2-core x86-64 machines (AVX-512), two trainings at "
-        "a time.",
+        "names the commit, command, thread count and CPU: those of the three-seed comparison "
+        "and of the comparisons after it do (their sections name the CPUs). The one-seed "
+        "records of the other tables do not store it: they trained on 2-core x86-64 machines "
+        "(AVX-512), two trainings at a time.",
         "- **Perplexity** is exp(total negative log-likelihood / number of predicted targets) "
         "over the whole test split ([docs/evaluation.md](docs/evaluation.md)).",
     ]
@@ -471,6 +472,13 @@ def seed_noise() -> str:
         seed_claims(seed_intervals(DOCUMENT_LSTM))])
 
 
+def campaign_records(*comparisons: Path) -> dict[str, dict]:
+    """The finished records of ``comparisons`` by ``comparison/run`` name (the name
+    :func:`trained_on` gives them)."""
+    return {f"{c.name}/{name}": metrics for c in comparisons
+            for name, metrics in finished_rows(c).items()}
+
+
 def trained_on(records: dict[str, dict]) -> str:
     """Which CPUs the runs of ``records`` (run name -> ``metrics.json``) trained on, from
     each record's provenance (a run resumed on another CPU is named under each); one
@@ -543,7 +551,8 @@ def output_layer_section() -> str:
             bounds[f"{row} ({layer})"] = found
     return "\n".join(head + [
         "", command_output(output_layers.main, ["--records", *directories]), "",
-        seed_claims(bounds, "the document LSTM with the same output layer")])
+        seed_claims(bounds, "the document LSTM with the same output layer"), "",
+        trained_on(campaign_records(TIED_SOFTMAX, FULL_SOFTMAX))])
 
 
 def table_2() -> str:
@@ -586,7 +595,13 @@ def context_protocols() -> str:
         "the text before it (`--context preceding`), as a document-level LSTM does, and "
         "found that no topic-guided model beat an LSTM baseline at convergence. Their code "
         "trains under `rest` and scores under `preceding` (the third column).", "",
-        table])
+        table, "", "Two records of one row part only where their commit, seed, thread count "
+        "or CPU differ ([docs/training.md](docs/training.md#seeds-and-determinism)); these "
+        "one-seed records predate the provenance that would say which, and a difference in "
+        "the first epoch's fourth or fifth digit grows to a percent or two once a learning-"
+        "rate halving falls in another epoch. The number this report's claims use for each "
+        "of these rows is the three-seed comparison's mean, all seeds of a row on one commit "
+        "([Seed noise](#seed-noise))."])
 
 
 def long_sentences() -> str:
@@ -630,7 +645,7 @@ def long_sentences() -> str:
                  f"document LSTM's under `reset` and {lead['carry']} times under `carry`: of "
                  f"the document LSTM's lead, the resets inside long sentences make "
                  f"{share:.0%} (in log perplexity, one seed), the document's context the rest."]
-    return "\n".join(text)
+    return "\n".join(text + ["", trained_on(campaign_records(CARRY))])
 
 
 def table_4() -> str:
@@ -728,7 +743,7 @@ def decoders() -> str:
                      f"{paper[row]:.3f}"])
     return "\n".join(head + ["", f"`{DECODERS}` and `{SEEDS}`:", "", markdown_table(
         ["row", "seeds", "epochs", "stopped", "test ppl", "/ tied LSTM [95 % CI]",
-         "the paper's ratio"], rows)])
+         "the paper's ratio"], rows), "", trained_on(campaign_records(DECODERS))])
 
 
 def decoder_intervals() -> dict[str, Interval]:
@@ -823,7 +838,8 @@ def precision_at_convergence() -> str:
                      f"{share:.4f}", "yes" if share <= PRECISION_TOLERANCE else "no"])
     return "\n".join(head + ["", markdown_table(
         ["row", "float32 test ppl", "mixed_bfloat16 test ppl", "bf16 / float32",
-         f"within {PRECISION_TOLERANCE - 1:.0%}"], rows)])
+         f"within {PRECISION_TOLERANCE - 1:.0%}"], rows), "",
+        trained_on(campaign_records(*PRECISIONS.values()))])
 
 
 def other_records() -> str:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evaluate.protocols import main, reads_document
+from evaluate.protocols import main, reads_document, where_they_part
 
 SETTINGS = {"dataset": "apnews", "data_dir": "/data", "preset": "small", "num_topics": 50,
             "seed": 0, "max_epochs": 30, "patience": 2,
@@ -181,3 +181,20 @@ def test_fixed_budgets_must_agree_only_for_the_rows_in_both(comparisons, tmp_pat
         main(["--rest", str(rest), "--preceding", str(preceding)])
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tcnlm trained under another --fixed-budget" in err[0]
+
+
+def test_two_records_of_a_row_say_where_they_part():
+    """The first epoch whose validation perplexity differs (to 0.001) and the epochs after
+    which each first lowered its learning rate (the rate an epoch's entry holds is the one
+    its end left)."""
+    def record(valid, rates):
+        return {"epochs": [{"epoch": i + 1, "valid_perplexity": v, "learning_rate": r}
+                           for i, (v, r) in enumerate(zip(valid, rates))]}
+
+    rest = record([120.0, 100.0004, 90.0, 91.0], [1e-3, 1e-3, 1e-3, 5e-4])
+    other = record([120.0, 100.0, 101.0, 95.0], [1e-3, 1e-3, 5e-4, 5e-4])
+    assert where_they_part(rest, other) == (
+        "; validation first differs at epoch 3, 101.000 against 90.000; learning rate first "
+        "halved after epoch 3 and 4")
+    assert where_they_part(rest, rest) == ""
+    assert where_they_part({"epochs": [{}] * 3}, other) == ""
