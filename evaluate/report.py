@@ -439,6 +439,7 @@ def joined_intervals(reference: str, *groups: tuple[str, Path, tuple[str, ...]]
 
 
 def interval_cell(bounds: dict[str, Interval], label: str) -> str:
+    """The interval of ``label`` in ``bounds`` as a table cell, "-" where it has none."""
     return str(bounds[label]) if label in bounds else "-"
 
 
