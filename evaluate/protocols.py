@@ -21,8 +21,8 @@ protocol as a third column: DIR holds the records of the ``rest`` comparison's t
 (the same settings) trained with ``--ablations``, whose ``preceding`` ablation is that
 score; a row whose test perplexity there differs from its ``--rest`` record is named below
 the table with the epoch where their validation perplexities first differ and where each
-first halved its learning rate (the trainer is deterministic for one commit, seed and
-thread count, so two runs part only where one of those differs).
+first halved its learning rate (the trainer is deterministic for one commit, seed, thread
+count and CPU, so two runs part only where one of those differs).
 
 ``--causal-records DIR [DIR ...]`` adds rows that read no document text from other
 comparisons of the same corpus and settings (under either ``--context``: such rows read
