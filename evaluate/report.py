@@ -490,6 +490,8 @@ def trained_on(records: dict[str, dict]) -> str:
         for cpu in sorted(cpus or {"not recorded"}):
             by_cpu.setdefault(cpu, []).append(name)
     ranked = sorted(by_cpu, key=lambda cpu: -len(by_cpu[cpu]))
+    if ranked == ["not recorded"]:
+        return "The records do not name the CPUs their runs trained on."
     if len(ranked) == 1:
         return (f"All {len(records)} runs trained on {ranked[0]} (each record's "
                 "provenance).")

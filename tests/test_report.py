@@ -180,6 +180,8 @@ def test_precision_at_convergence_compares_the_two_precisions_once_both_are_comp
 def test_the_cpus_of_a_comparison_are_named_from_the_provenance():
     one = {"a": {"provenance": [{"cpu": "X"}, {"cpu": "X"}]}, "b": {"provenance": [{"cpu": "X"}]}}
     assert report.trained_on(one) == "All 2 runs trained on X (each record's provenance)."
+    assert report.trained_on({"a": {}, "b": {"provenance": [{}]}}) == (
+        "The records do not name the CPUs their runs trained on.")
     resumed = {**one, "c": {"provenance": [{"cpu": "X"}, {"cpu": "Y"}]}, "d": {}}
     text = report.trained_on(resumed)
     assert text.startswith("The CPUs the runs trained on (each record's provenance): "
