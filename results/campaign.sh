@@ -57,58 +57,72 @@ start() {
     precision_code=$(frozen_copy "$PRECISION_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
-    # One comparison after the other, each training two runs at a time (--jobs 2, one
-    # thread each) and starting once the one before has finished every row (a stopped one
-    # ends the chain; `start` resumes it). Every comparison: the APNEWS sample, the papers'
-    # protocol (--context rest, the default), small preset, 50 topics, until converged
-    # (patience 2, at most 30 epochs), runs in $RUNS/apnews-<name>, records committed to
-    # results/apnews/<name> as each run ends:
-    #  1. seeds: seeds 0, 1, 2 of the seven rows of the converged table;
-    #  1a. precision-float32 and precision-mixed_bfloat16: the sentence LSTM and TCNLM,
-    #     seed 0, under each --precision, the two comparisons side by side (one job of one
-    #     thread each); the default precision is bfloat16 only if it costs at most 1 % test
-    #     perplexity at convergence;
-    #  1b. long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
+    # Two lanes side by side, one core each: each lane runs its comparisons one after the
+    # other, one run at a time with one TensorFlow thread (the setting --jobs 2 gives each
+    # run), so a comparison with an odd number of runs or one long row leaves no core idle;
+    # a stopped comparison ends its lane (`start` resumes it). Every comparison: the APNEWS
+    # sample, the papers' protocol (--context rest, the default), small preset, 50 topics,
+    # until converged (patience 2, at most 30 epochs), runs in $RUNS/apnews-<name>, records
+    # committed to results/apnews/<name> as each run ends. First, both cores:
+    #  seeds: seeds 0, 1, 2 of the seven rows of the converged table.
+    # Then lane A:
+    #  precision-float32: the sentence LSTM and TCNLM, seed 0, under float32 (beside
+    #     precision-mixed_bfloat16 below: bfloat16 becomes the default only if it costs at
+    #     most 1 % test perplexity at convergence);
+    #  long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
     #     across the pieces of long sentences (the papers' protocol resets it);
-    #  2. tied-softmax and full-softmax: the output layer held equal (the topic rows and the
-    #     document LSTM with a tied full softmax; the sentence and document LSTM with
-    #     Topic-RNN's untied full softmax), seed 0;
-    #  3. table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds;
-    #  4. decoders: MoS and SDLM (WordNet) to convergence, seed 0.
-    local stop_words=../shared/data/stopwords/mallet-en.txt
+    #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0;
+    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0.
+    # Lane B:
+    #  precision-mixed_bfloat16, first where the CPU has bfloat16 instructions, last where
+    #     it has none (there bfloat16 is emulated: TCNLM trains about 5x slower than in
+    #     float32, about 20 h at one thread);
+    #  full-softmax: the sentence and document LSTM with Topic-RNN's untied full softmax;
+    #  table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds.
+    local stop_words=../shared/data/stopwords/mallet-en.txt bf16
+    bf16=$("$PY" -c "import sys; sys.path.insert(0, '$CHECKOUT')
+from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
     nohup bash -c '
         : campaign-chain
         # records: relative to the frozen copies (the checkout beside them), as the
         # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6
+        precision_code=$6 bf16=$7
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
             >> "$runs/apnews-$2.log" 2>&1; }
-        compare() { compare_at "$code" "$@"; }
+        # one run at a time, one thread: a lane
+        lane_at() { TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
+            compare_at "$1" "$2" --jobs 1 "${@:3}"; }
+        lane() { lane_at "$code" "$@"; }
         topics=(-- --topic-min-docs 10 --stopwords "$stop_words")
-        precision() { TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
-            compare_at "$precision_code" "precision-$1" --jobs 1 --num-topics 50 \
+        precision() { lane_at "$precision_code" "precision-$1" --num-topics 50 \
             --reference lstm --models lstm,tcnlm "${topics[@]}" --precision "$1"; }
-        compare seeds --seeds 0,1,2 --num-topics 50 --ablations \
-            --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn "${topics[@]}" &&
-        { precision float32 & first=$!
-          precision mixed_bfloat16 & second=$!
-          wait $first; first=$?; wait $second && [ $first = 0 ]; } &&
-        compare_at "$carry_code" long-sentences-carry --num-topics 50 \
-            --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
-        compare tied-softmax --num-topics 50 --reference lstm-document \
-            --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
-            --decoder softmax --tie-embeddings &&
-        compare full-softmax --num-topics 50 --models lstm,lstm-document \
-            "${topics[@]}" --decoder softmax &&
-        compare table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
-            --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
-        compare decoders --num-topics 50 --reference lstm-tied \
-            --models lstm-mos,sdlm "${topics[@]}"
+        lane_a() {
+            precision float32 &&
+            lane_at "$carry_code" long-sentences-carry --num-topics 50 \
+                --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
+            lane tied-softmax --num-topics 50 --reference lstm-document \
+                --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
+                --decoder softmax --tie-embeddings &&
+            lane decoders --num-topics 50 --reference lstm-tied \
+                --models lstm-mos,sdlm "${topics[@]}"; }
+        lane_b() {
+            { [ "$bf16" = none ] || precision mixed_bfloat16; } &&
+            lane full-softmax --num-topics 50 --models lstm,lstm-document \
+                "${topics[@]}" --decoder softmax &&
+            lane table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
+                --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
+            precision mixed_bfloat16; }
+        compare_at "$code" seeds --seeds 0,1,2 --num-topics 50 --ablations \
+            --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn \
+            "${topics[@]}" &&
+        { lane_a & a=$!
+          lane_b & b=$!
+          wait $a; a=$?; wait $b && [ $a = 0 ]; }
     ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
-        "$precision_code" \
+        "$precision_code" "$bf16" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
