@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from layers.lstm_gates import grouped_matmul
+
 
 class KernelProduct:
     """The recurrent half ``h_{t-1} U`` of the plain LSTM, ``U [n, 4 n]`` (the weights
@@ -99,9 +101,9 @@ class ExpertProducts:
     def step(self, gates, h):
         """``z_t[k] = g_t[k] + h_{t-1}[k] U[k]``, as the four gates' ``[B, K n]``."""
         expert_shape = (-1, self.experts, self.units)
-        recurrent = tf.cast(tf.einsum("bkn,kng->bkg", tf.cast(tf.reshape(h, expert_shape),
-                                                              self.kernel.dtype),
-                                      self.kernel), tf.float32)
+        recurrent = grouped_matmul(tf.cast(tf.reshape(h, expert_shape), self.kernel.dtype),
+                                   self.kernel)
+        recurrent = tf.cast(recurrent, tf.float32)                       # [B, K, 4 n]
         z = tf.reshape(tf.reshape(gates, (-1, self.experts, 4 * self.units)) + recurrent,
                        (-1, self.experts, 4, self.units))
         return [tf.reshape(g, (-1, self.experts * self.units)) for g in tf.unstack(z, 4, 2)], ()

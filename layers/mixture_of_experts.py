@@ -16,7 +16,8 @@ from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from layers.hoisted_lstm import runs_tensorflow_recurrence
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
-                               dropped_sequences, lstm_bias_initializer, lstm_update)
+                               dropped_sequences, grouped_matmul, lstm_bias_initializer,
+                               lstm_update)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -28,7 +29,7 @@ class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
 
     * ``kernel [n_x, T * 4 n_h]``: one matmul for all experts; columns
       ``[k * 4 n_h, (k + 1) * 4 n_h)`` are expert ``k``'s LSTMCell kernel (gates i, f, c, o);
-    * ``recurrent_kernel [T, n_h, 4 n_h]``: applied by einsum, i.e. a block-diagonal
+    * ``recurrent_kernel [T, n_h, 4 n_h]``: one batched product, i.e. a block-diagonal
       recurrent matrix; block ``k`` is expert ``k``'s LSTMCell recurrent kernel;
     * ``bias [T * 4 n_h]``: expert-major like the kernel columns.
 
@@ -134,9 +135,7 @@ class MixtureOfExpertsLSTMCell(keras.layers.Layer, DropoutRNNCell):
         expert_shape = (-1, self.num_experts, self.units)
         z = ops.matmul(inputs, self.kernel) + self.bias  # [B, T * 4 n_h]
         z = ops.reshape(z, (-1, self.num_experts, NUM_GATES * self.units))
-        z = z + ops.einsum(
-            "bkn,kng->bkg", ops.reshape(h_in, expert_shape), self.recurrent_kernel
-        )
+        z = z + grouped_matmul(ops.reshape(h_in, expert_shape), self.recurrent_kernel)
         z = ops.reshape(z, (-1, self.num_experts, NUM_GATES, self.units))
         h, c = lstm_update(*ops.unstack(z, NUM_GATES, axis=-2),
                             ops.reshape(c_tm1, expert_shape))

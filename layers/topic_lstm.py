@@ -23,7 +23,7 @@ from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from layers.hoisted_lstm import runs_tensorflow_recurrence
 from layers.lstm_gates import (NUM_GATES, blockwise_initializer, check_positive_int,
-                               lstm_bias_initializer, lstm_update)
+                               grouped_matmul, lstm_bias_initializer, lstm_update)
 
 
 @keras.saving.register_keras_serializable(package="tcnlm_tf")
@@ -268,12 +268,12 @@ class TopicCompositionalLSTMCell(keras.layers.Layer, DropoutRNNCell):
         if training and 0.0 < self.dropout < 1.0:
             inputs = inputs * ops.expand_dims(self.get_dropout_mask(inputs[:, 0, :]), 1)
         shape = ops.shape(inputs)
-        # eq. 14 for all four gates at once: [B, L, 4, n_f].
+        # eq. 14 for all four gates at once: [B L, 4, n_f].
         x_tilde = ops.reshape(
             ops.matmul(inputs, self.input_kernel) * ops.expand_dims(input_factors, 1),
-            (shape[0], shape[1], NUM_GATES, self.num_factors),
+            (-1, NUM_GATES, self.num_factors),
         )
-        z = ops.einsum("blgf,gfh->blgh", x_tilde, self.input_factor_kernel)
+        z = grouped_matmul(x_tilde, self.input_factor_kernel)
         z = z + ops.reshape(self.bias, (NUM_GATES, self.units))
         return ops.reshape(z, (shape[0], shape[1], NUM_GATES * self.units))
 

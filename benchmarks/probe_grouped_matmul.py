@@ -1,0 +1,140 @@
+"""Grouped products ``x[:, g] W[g]`` by ``einsum`` or by a batched matmul with the groups
+leading (:func:`layers.lstm_gates.grouped_matmul`): time and rounding error. A probe.
+
+The topic-compositional and mixture-of-experts LSTMs multiply each group of an input by its
+own matrix: ``x [N, G, n]`` and ``W [G, n, m]`` -> ``[N, G, m]``. Two workloads, or
+``NxGxnxm`` (``8x2x3x4``):
+
+* ``tc``: the TC-LSTM's four ``W_*a`` products over one APNEWS batch (64 x 30 tokens, 600
+  factors -> 600 units; ``TopicCompositionalLSTMCell.input_gates``): N 1920, G 4, 600 -> 600;
+* ``moe``: one step of the Table 6 mixture of experts (batch 64, 30 experts of 100 units;
+  ``ExpertProducts.step``): N 64, G 30, 100 -> 400.
+
+Each contender runs forward and backward (the gradients to ``x`` and ``W`` of the float32
+sum of squares of the product) in a ``tf.function``, under TensorFlow on the CPU, with both
+operands in float32 or bfloat16: ``einsum`` is ``tf.einsum("ngi,gio->ngo")``, ``grouped``
+:func:`layers.lstm_gates.grouped_matmul`. The harness's protocol (``benchmarks.harness``)
+times them in alternating rounds in one process; the table gives each one's median
+milliseconds per step, ``grouped`` / ``einsum``, and each one's rounding error: the mean
+absolute difference of its product from the float32 product of the same (rounded) operands,
+over the mean absolute float32 product.
+"""
+from __future__ import annotations
+
+import os
+
+from benchmarks.harness import Parser, machine_line, name_list, print_table, time_contenders
+from tcnlm_tf.arguments import integer
+from tcnlm_tf.errors import UserError, exit_on_user_error
+
+#: name -> (N, G, n, m)
+WORKLOADS = {"tc": (1920, 4, 600, 600), "moe": (64, 30, 100, 400)}
+DTYPES = ("float32", "bfloat16")
+CONTENDERS = ("einsum", "grouped")
+
+
+def workload_sizes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """argparse type of ``--workloads``: names of :data:`WORKLOADS` and ``NxGxnxm`` sizes."""
+    chosen = []
+    for item in (v.strip() for v in text.split(",") if v.strip()):
+        if item in WORKLOADS:
+            chosen.append((item, WORKLOADS[item]))
+            continue
+        parts = item.split("x")
+        if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise UserError(f"--workloads {item!r}: give {', '.join(WORKLOADS)} or NxGxnxm "
+                            "with four positive integers (8x2x3x4)")
+        chosen.append((item, tuple(int(p) for p in parts)))
+    if not chosen:
+        raise UserError("--workloads: none given; give tc, moe or NxGxnxm")
+    return chosen
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="python -m benchmarks.probe_grouped_matmul", allow_abbrev=False,
+               description=__doc__.split("\n\n")[0])
+    p.add_argument("--workloads", type=workload_sizes, default="tc,moe",
+                   help="comma list of tc, moe (module docstring) or NxGxnxm sizes "
+                        "(default: tc,moe)")
+    p.add_argument("--dtypes", type=name_list(DTYPES, "--dtypes"), default="float32,bfloat16",
+                   help="operand dtypes, out of float32,bfloat16 (default: both)")
+    p.add_argument("--threads", type=integer(1), default=1,
+                   help="TensorFlow's intra- and inter-op threads (default: 1)")
+    p.add_argument("--warmup", type=integer(0), default=2,
+                   help="untimed steps per contender; the first traces (default: 2)")
+    p.add_argument("--rounds", type=integer(1), default=5, help="timed rounds (default: 5)")
+    p.add_argument("--steps", type=integer(1), default=2,
+                   help="steps per contender per round (default: 2)")
+    return p
+
+
+def contenders(tf, sizes: tuple[int, ...], dtype: str):
+    """``{name: (step, product)}``: ``step(i)`` runs one forward and backward step and
+    returns 0; ``product`` is the forward result, float32."""
+    import numpy as np
+
+    from layers.lstm_gates import grouped_matmul
+
+    n, g, i, o = sizes
+    rng = np.random.default_rng(0)
+    x = tf.cast(tf.constant(rng.normal(size=(n, g, i)), tf.float32), dtype)
+    w = tf.cast(tf.constant(rng.normal(size=(g, i, o)) / np.sqrt(i), tf.float32), dtype)
+    forms = {"einsum": lambda a, b: tf.einsum("ngi,gio->ngo", a, b), "grouped": grouped_matmul}
+    built = {}
+    for name in CONTENDERS:
+        form = forms[name]
+
+        @tf.function
+        def step(a, b, form=form):
+            with tf.GradientTape() as tape:
+                tape.watch([a, b])
+                loss = tf.reduce_sum(tf.cast(form(a, b), tf.float32) ** 2)
+            return tape.gradient(loss, [a, b])
+
+        def run(_, step=step):
+            for gradient in step(x, w):
+                gradient.numpy()
+            return 0
+
+        built[name] = (run, tf.cast(form(x, w), tf.float32).numpy())
+    reference = tf.einsum("ngi,gio->ngo", tf.cast(x, tf.float32), tf.cast(w, tf.float32))
+    return built, reference.numpy()
+
+
+def relative_error(product, reference) -> float:
+    """Mean ``|product - reference|`` over mean ``|reference|``."""
+    import numpy as np
+
+    return float(np.mean(np.abs(product - reference)) / np.mean(np.abs(reference)))
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    print(machine_line())
+    print(f"forward and backward, {args.threads} thread(s); ms: median per step over "
+          f"{args.rounds} rounds of {args.steps} steps; error: mean |product - float32 "
+          "product| / mean |float32 product|")
+    rows = []
+    for name, sizes in args.workloads:
+        for dtype in args.dtypes:
+            built, reference = contenders(tf, sizes, dtype)
+            timed = time_contenders({k: v[0] for k, v in built.items()}, args.warmup,
+                                    args.rounds, args.steps)
+            ms = {k: 1e3 * timed[k]["seconds"] for k in CONTENDERS}
+            rows.append((name, "x".join(map(str, sizes)), dtype,
+                         *(f"{ms[k]:.2f}" for k in CONTENDERS),
+                         f"{ms['grouped'] / ms['einsum']:.3f}x",
+                         *(f"{relative_error(built[k][1], reference):.1e}"
+                           for k in CONTENDERS)))
+    print_table(("workload", "N x G x n x m", "dtype", "einsum ms", "grouped ms",
+                 "grouped / einsum", "einsum error", "grouped error"), rows, left=3)
+
+
+if __name__ == "__main__":
+    main()
