@@ -174,11 +174,11 @@ def _reference(entries: dict[tuple, dict], row: str) -> float | None:
     return matches[0] if matches else None
 
 
-def _commits(entry: dict) -> str:
-    """The commit cell: the short commits that trained the row's runs ("-": recorded before
-    runs named theirs)."""
+def commit_cell(trained_by: list[str]) -> str:
+    """The commit cell: the short commits ``trained_by`` (:func:`commits`) that trained a
+    row's runs ("-": recorded before runs named theirs)."""
     return ", ".join(commit[:7] + ("+dirty" if commit.endswith("+dirty") else "")
-                     for commit in entry["commits"]) or "-"
+                     for commit in trained_by) or "-"
 
 
 def intervals(entries: dict[tuple, dict], reference: str) -> dict[tuple, Interval]:
@@ -219,7 +219,8 @@ def table(entries: dict[tuple, dict], baselines: dict[str, float | None],
             f"{'/'.join(map(str, e['epochs']))} | {_counted(e['stopped'])} | "
             f"{e['tokens_per_sec']:,.0f} | {_number(e['valid'])} | {_number(e['test'])} | "
             f"{ratio(e['test'][0], sentence)} | {ratio(e['test'][0], document)} | "
-            f"{bounds.get(key, '-')} | {npmi} | {_diversity(e)} | {_commits(e)} |")
+            f"{bounds.get(key, '-')} | {npmi} | {_diversity(e)} | "
+            f"{commit_cell(e['commits'])} |")
     names = {"unigram": "unigram (add-one, train split)", "oracle": "oracle (true generator)"}
     for key, label in names.items():
         value = baselines.get(key)

@@ -36,11 +36,13 @@ from typing import Callable, Iterator
 from evaluate import (beside_paper, compare_report, output_layers, protocols, table_6,
                       topic_counts)
 from evaluate.common import read_record, row_order
-from evaluate.compare_report import DOCUMENT_LSTM, SENTENCE_LSTM, RunKey, stop_reason
+from evaluate.compare_report import (DOCUMENT_LSTM, SENTENCE_LSTM, RunKey, commit_cell,
+                                     stop_reason)
 from evaluate.intervals import Interval, document_scores, paired_bootstrap
 from evaluate.published import SDLM_TABLE_1, TABLE_2, TABLE_4, TABLE_6
 from tcnlm_tf.errors import UserError, exit_on_user_error
 from tcnlm_tf.metrics.coherence import topic_diversity
+from tcnlm_tf.runs.provenance import commits
 
 #: where the records live, relative to the repository root, and the report's default output
 RESULTS, REPORT = Path("results"), Path("RESULTS.md")
@@ -58,7 +60,7 @@ TIED_SOFTMAX, FULL_SOFTMAX = RESULTS / "apnews/tied-softmax", RESULTS / "apnews/
 CARRY = RESULTS / "apnews/long-sentences-carry"
 #: MoS and SDLM (WordNet) to convergence
 DECODERS = RESULTS / "apnews/decoders"
-#: the comparisons of one commit and seed to convergence under each precision, and their rows
+#: the comparisons of one seed to convergence under each precision, and their rows
 PRECISIONS = {precision: RESULTS / f"apnews/precision-{precision}"
               for precision in ("float32", "mixed_bfloat16")}
 PRECISION_ROWS = ("lstm", "tcnlm")
@@ -823,12 +825,14 @@ def more_comparisons() -> str:
 def precision_at_convergence() -> str:
     """The sentence LSTM and TCNLM trained to convergence under float32 and mixed_bfloat16
     (:data:`PRECISIONS`), once both comparisons are complete: each row's test perplexity
-    under both and their ratio against :data:`PRECISION_TOLERANCE`."""
+    under both, their ratio against :data:`PRECISION_TOLERANCE`, and the commits that
+    trained the two runs."""
     head = ["## Precision at convergence", "",
-            "The sentence LSTM and TCNLM on the APNEWS sample (small preset, 50 topics, seed 0, "
-            "one commit), each trained until it converged under `--precision float32` and "
-            "under `--precision mixed_bfloat16`. bfloat16 may be the default only where it "
-            f"costs at most {PRECISION_TOLERANCE - 1:.0%} test perplexity against float32."]
+            "The sentence LSTM and TCNLM on the APNEWS sample (small preset, 50 topics, seed 0), "
+            "each trained until it converged under `--precision float32` and under "
+            "`--precision mixed_bfloat16`, at the commits named in the table. bfloat16 may be "
+            f"the default only where it costs at most {PRECISION_TOLERANCE - 1:.0%} test "
+            "perplexity against float32."]
     if not all(complete(c, PRECISION_ROWS) for c in PRECISIONS.values()):
         return "\n".join(head + ["", "Not recorded yet (" + " and ".join(
             f"`{c}`" for c in PRECISIONS.values()) + ", comparisons of `results/campaign.sh`)."])
@@ -838,10 +842,11 @@ def precision_at_convergence() -> str:
         share = bf16[row]["test_perplexity"] / f32[row]["test_perplexity"]
         rows.append([row, *(f"{number(m['test_perplexity'])} ({len(m.get('epochs', []))} "
                             f"epochs, {stop_reason(m, None)})" for m in (f32[row], bf16[row])),
-                     f"{share:.4f}", "yes" if share <= PRECISION_TOLERANCE else "no"])
+                     f"{share:.4f}", "yes" if share <= PRECISION_TOLERANCE else "no",
+                     " / ".join(commit_cell(commits(m)) for m in (f32[row], bf16[row]))])
     return "\n".join(head + ["", markdown_table(
         ["row", "float32 test ppl", "mixed_bfloat16 test ppl", "bf16 / float32",
-         f"within {PRECISION_TOLERANCE - 1:.0%}"], rows), "",
+         f"within {PRECISION_TOLERANCE - 1:.0%}", "commits (float32 / bf16)"], rows), "",
         trained_on(campaign_records(*PRECISIONS.values()))])
 
 

@@ -23,12 +23,18 @@ PY=$CHECKOUT/.venv/bin/python
 PARENT=$(dirname "$CHECKOUT")
 PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs-dir'
 #: the commit the comparisons below train with (provenance, per-document test scores, exact
-#: resume of the variational models), the one of the --long-sentences carry measurement, and
-#: the one of the precision comparison (the written-out LSTM and TC-LSTM recurrences and the
-#: bfloat16 output-layer products whose speed the choice of default precision weighs)
+#: resume of the variational models), the one of the --long-sentences carry measurement, the
+#: one of the precision comparison (the written-out LSTM and TC-LSTM recurrences and the
+#: bfloat16 output-layer products whose speed the choice of default precision weighs), and
+#: the one its TCNLM trains with under mixed_bfloat16: the TC-LSTM's grouped products as a
+#: batched matmul, whose float32 products are PRECISION_CODE's einsum's (gradients to
+#: rounding) and whose bfloat16 ones are exact to one rounding and, on a CPU without bfloat16
+#: instructions, about 7x faster per TCNLM step (docs/benchmarks.md); the sentence LSTMs of
+#: both precisions and TCNLM's float32 run stay at PRECISION_CODE
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
 CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
 PRECISION_CODE=33f4a3aab4ef9496fd76f0a04083556ee7ec2899
+BF16_CODE=c281eea4e9ec795b3d7e2cd9cb376afd86eee00a
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -51,10 +57,11 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code carry_code precision_code
+    local code carry_code precision_code bf16_code
     code=$(frozen_copy "$CODE")
     carry_code=$(frozen_copy "$CARRY_CODE")
     precision_code=$(frozen_copy "$PRECISION_CODE")
+    bf16_code=$(frozen_copy "$BF16_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # Two lanes side by side, one core each: each lane runs its comparisons one after the
@@ -74,20 +81,16 @@ start() {
     #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0;
     #  decoders: MoS and SDLM (WordNet) to convergence, seed 0.
     # Lane B:
-    #  precision-mixed_bfloat16, first where the CPU has bfloat16 instructions, last where
-    #     it has none (there bfloat16 is emulated: TCNLM trains about 5x slower than in
-    #     float32, about 20 h at one thread);
+    #  precision-mixed_bfloat16: the same two rows under mixed_bfloat16 (TCNLM at BF16_CODE);
     #  full-softmax: the sentence and document LSTM with Topic-RNN's untied full softmax;
     #  table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds.
-    local stop_words=../shared/data/stopwords/mallet-en.txt bf16
-    bf16=$("$PY" -c "import sys; sys.path.insert(0, '$CHECKOUT')
-from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
+    local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         : campaign-chain
         # records: relative to the frozen copies (the checkout beside them), as the
         # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6 bf16=$7
+        precision_code=$6 bf16_code=$7
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
@@ -97,10 +100,10 @@ from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
             compare_at "$1" "$2" --jobs 1 "${@:3}"; }
         lane() { lane_at "$code" "$@"; }
         topics=(-- --topic-min-docs 10 --stopwords "$stop_words")
-        precision() { lane_at "$precision_code" "precision-$1" --num-topics 50 \
+        precision() { lane_at "$2" "precision-$1" --num-topics 50 \
             --reference lstm --models lstm,tcnlm "${topics[@]}" --precision "$1"; }
         lane_a() {
-            precision float32 &&
+            precision float32 "$precision_code" &&
             lane_at "$carry_code" long-sentences-carry --num-topics 50 \
                 --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
             lane tied-softmax --num-topics 50 --reference lstm-document \
@@ -109,12 +112,11 @@ from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
             lane decoders --num-topics 50 --reference lstm-tied \
                 --models lstm-mos,sdlm "${topics[@]}"; }
         lane_b() {
-            { [ "$bf16" = none ] || precision mixed_bfloat16; } &&
+            precision mixed_bfloat16 "$bf16_code" &&
             lane full-softmax --num-topics 50 --models lstm,lstm-document \
                 "${topics[@]}" --decoder softmax &&
             lane table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
-                --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100 &&
-            precision mixed_bfloat16; }
+                --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100; }
         compare_at "$code" seeds --seeds 0,1,2 --num-topics 50 --ablations \
             --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn \
             "${topics[@]}" &&
@@ -122,7 +124,7 @@ from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
           lane_b & b=$!
           wait $a; a=$?; wait $b && [ $a = 0 ]; }
     ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
-        "$precision_code" "$bf16" \
+        "$precision_code" "$bf16_code" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
@@ -130,7 +132,7 @@ from tcnlm_tf.runs.provenance import bf16_units; print(bf16_units())")
     local copy
     for copy in "$PARENT"/campaign-*; do
         [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] \
-            || [ "$copy" = "$precision_code" ] && continue
+            || [ "$copy" = "$precision_code" ] || [ "$copy" = "$bf16_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"

@@ -156,8 +156,14 @@ def test_a_claim_over_seeds_is_reproduced_only_when_its_interval_is_on_the_paper
 
 def test_precision_at_convergence_compares_the_two_precisions_once_both_are_complete(
         results_copy):
+    """The table gives each row's test perplexity under both precisions, their ratio against
+    the 1 % rule, and the commits of the two runs (here TCNLM's bfloat16 run trained at
+    another commit than the other three, and was resumed at a third)."""
     found = {"float32": {"lstm": 70.0, "tcnlm": 60.0},
              "mixed_bfloat16": {"lstm": 70.35, "tcnlm": 60.9}}
+    first, second, third = ("1" * 40, "2" * 40, "3" * 40)
+    trained_by = {("mixed_bfloat16", "tcnlm"): [{"commit": second},
+                                                {"commit": third, "dirty": True}]}
     for precision, rows in found.items():
         comparison = results_copy / report.PRECISIONS[precision]
         shutil.rmtree(comparison, ignore_errors=True)     # records of the campaign's runs
@@ -169,12 +175,13 @@ def test_precision_at_convergence_compares_the_two_precisions_once_both_are_comp
             (comparison / row).mkdir()
             (comparison / row / "metrics.json").write_text(json.dumps(
                 {"test_perplexity": perplexity, "epochs": [{}] * 12,
-                 "stopped": "early_stopping"}))
+                 "stopped": "early_stopping",
+                 "provenance": trained_by.get((precision, row), [{"commit": first}])}))
     section = report.report(results_copy)
-    assert "| lstm | 70.00 (12 epochs, patience) | 70.35 (12 epochs, patience) | 1.0050 | yes |" \
-        in section
-    assert "| tcnlm | 60.00 (12 epochs, patience) | 60.90 (12 epochs, patience) | 1.0150 | no |" \
-        in section
+    assert ("| lstm | 70.00 (12 epochs, patience) | 70.35 (12 epochs, patience) | 1.0050 | yes "
+            "| 1111111 / 1111111 |") in section
+    assert ("| tcnlm | 60.00 (12 epochs, patience) | 60.90 (12 epochs, patience) | 1.0150 | no "
+            "| 1111111 / 2222222, 3333333+dirty |") in section
 
 
 def test_the_cpus_of_a_comparison_are_named_from_the_provenance():
