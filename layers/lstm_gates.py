@@ -1,6 +1,7 @@
 """The LSTM pieces the topic-compositional and mixture-of-experts cells share: the gate
-order, per-block initializers and the state update of eq. 13 (Wang et al. 2018) / of every
-LSTM (Hochreiter and Schmidhuber 1997, in keras.layers.LSTMCell's form)."""
+order, per-block initializers, the per-group products and the state update of eq. 13 (Wang
+et al. 2018) / of every LSTM (Hochreiter and Schmidhuber 1997, in keras.layers.LSTMCell's
+form)."""
 from __future__ import annotations
 
 import keras
