@@ -78,7 +78,7 @@ def grouped_matmul(x, kernels):
 
     ``einsum("ngi,gio->ngo")`` means the same, and in float32 gives the same products (its
     gradients differ in rounding only), but TensorFlow's CPU ``Einsum`` in bfloat16, on a
-    CPU without bfloat16 instructions, takes 12-29x this batched matmul's time and is off
+    CPU without bfloat16 instructions, takes 12-30x this batched matmul's time and is off
     by 4-9x its rounding error (``python -m benchmarks.probe_grouped_matmul``, whose
     ``tc`` and ``moe`` workloads are the two uses; there, in float32, this takes 0.65-0.83x
     einsum's time).
