@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
 
 def norm_shares(grads: list, names: list[str], top: int) -> tuple[float, list[tuple[str, float]]]:
-    """(global norm, the ``top`` weights by share of its square) of ``grads``."""
-    squares = [float((g * g).numpy().sum()) for g in grads]
+    """(global norm, the ``top`` weights by share of its square) of ``grads``, summed in
+    float64 (a float32 gradient's squares can overflow where the gradient does not).
+    A gradient with an inf or NaN in it is a :class:`UserError` naming its weights."""
+    values = [np.asarray(g.numpy(), dtype=np.float64) for g in grads]
+    broken = [name for name, v in zip(names, values) if not np.all(np.isfinite(v))]
+    if broken:
+        raise UserError(f"the first training gradient is not finite (inf or NaN) in "
+                        f"{', '.join(broken[:3])}{' and more' if len(broken) > 3 else ''}: the "
+                        "model diverges at these settings; lower the scales or the sizes")
+    squares = [float(np.square(v).sum()) for v in values]
     total = sum(squares)
     ranked = sorted(zip(names, squares), key=lambda item: -item[1])[:top]
     return total ** 0.5, [(name, square / total if total else 0.0) for name, square in ranked]

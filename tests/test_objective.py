@@ -114,3 +114,25 @@ def test_gradients_command_reports_both_norms(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gradients(["--model", "tdlm", "--embeddings", str(tmp_path / "no-such-vectors.bin")])
     assert "--embeddings would load the word vectors: drop it" in capsys.readouterr().err
+
+
+def test_gradient_norms_are_summed_where_float32_squares_overflow():
+    """A float32 gradient of 1e20 is finite, its square is not: the norm and shares come from
+    float64 squares (a scale like --topic-word-scale 1e20 inflates the stored gradient so)."""
+    from evaluate.gradients import norm_shares
+
+    grads = [tf.constant([3e20, 4e20], tf.float32), tf.constant([1.0], tf.float32)]
+    norm, shares = norm_shares(grads, ["big", "small"], top=2)
+    assert norm == pytest.approx(5e20, rel=1e-6)
+    assert shares[0] == ("big", pytest.approx(1.0)) and shares[1][0] == "small"
+    assert 0 < shares[1][1] < 1e-40
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_a_gradient_that_is_not_finite_is_a_one_line_error_naming_its_weights(bad):
+    from evaluate.gradients import norm_shares
+    from tcnlm_tf.errors import UserError
+
+    grads = [tf.constant([1.0, bad], tf.float32), tf.constant([2.0], tf.float32)]
+    with pytest.raises(UserError, match=r"not finite \(inf or NaN\) in ntm/kernel: the model"):
+        norm_shares(grads, ["ntm/kernel", "lm/kernel"], top=2)
