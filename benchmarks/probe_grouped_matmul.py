@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 
-from benchmarks.harness import Parser, machine_line, name_list, print_table, time_contenders
+from benchmarks.harness import (Parser, gradient_step, machine_line, name_list, print_table,
+                                time_contenders)
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import UserError, exit_on_user_error
 
@@ -69,35 +70,25 @@ def build_parser() -> Parser:
 
 
 def contenders(tf, sizes: tuple[int, ...], dtype: str):
-    """``{name: (step, product)}``: ``step(i)`` runs one forward and backward step and
-    returns 0; ``product`` is the forward result, float32."""
+    """``{name: (step, product)}``: ``step(i)`` runs one forward and backward step
+    (:func:`benchmarks.harness.gradient_step`, the gradients to both operands) and returns
+    0; ``product`` is the forward result, float32. Also the float32 product of the same
+    (rounded) operands."""
     import numpy as np
 
     from layers.lstm_gates import grouped_matmul
 
     n, g, i, o = sizes
     rng = np.random.default_rng(0)
-    x = tf.cast(tf.constant(rng.normal(size=(n, g, i)), tf.float32), dtype)
-    w = tf.cast(tf.constant(rng.normal(size=(g, i, o)) / np.sqrt(i), tf.float32), dtype)
+    x = tf.Variable(tf.cast(tf.constant(rng.normal(size=(n, g, i)), tf.float32), dtype))
+    w = tf.Variable(tf.cast(tf.constant(rng.normal(size=(g, i, o)) / np.sqrt(i), tf.float32),
+                            dtype))
     forms = {"einsum": lambda a, b: tf.einsum("ngi,gio->ngo", a, b), "grouped": grouped_matmul}
-    built = {}
-    for name in CONTENDERS:
-        form = forms[name]
-
-        @tf.function
-        def step(a, b, form=form):
-            with tf.GradientTape() as tape:
-                tape.watch([a, b])
-                loss = tf.reduce_sum(tf.cast(form(a, b), tf.float32) ** 2)
-            return tape.gradient(loss, [a, b])
-
-        def run(_, step=step):
-            for gradient in step(x, w):
-                gradient.numpy()
-            return 0
-
-        built[name] = (run, tf.cast(form(x, w), tf.float32).numpy())
-    reference = tf.einsum("ngi,gio->ngo", tf.cast(x, tf.float32), tf.cast(w, tf.float32))
+    built = {name: (gradient_step(lambda form=forms[name]: tf.reduce_sum(
+                        tf.cast(form(x, w), tf.float32) ** 2), [x, w]),
+                    tf.cast(forms[name](x, w), tf.float32).numpy())
+             for name in CONTENDERS}
+    reference = forms["einsum"](tf.cast(x, tf.float32), tf.cast(w, tf.float32))
     return built, reference.numpy()
 
 
