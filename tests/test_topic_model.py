@@ -139,6 +139,10 @@ def test_objective_is_the_weighted_negative_elbo_minus_diversity():
 
 
 def test_eval_uses_mean_and_training_samples():
+    # Seeded: the draws' statistics are checked against bounds of about 4.5 standard errors
+    # (0.016 for a mean, 0.011 for a standard deviation, at 4000 draws), which an unseeded
+    # run still misses now and then.
+    keras.utils.set_random_seed(2)
     ntm = make_ntm()
     d = np.repeat(random_counts(np.random.default_rng(4), batch=1), 4000, axis=0)
     a, b = ntm(d, training=False), ntm(d, training=False)
