@@ -81,6 +81,33 @@ def _gather_rows(x, rows: np.ndarray, num_rows: int, short: bool):
     return gather(x)
 
 
+def _csr_product(matrix, transposed, dense):
+    """TensorFlow only: ``A dense`` for a constant sparse ``A [m, k]`` and ``dense [k, n]``
+    -> ``[m, n]``, with the gradient ``A^T upstream``. ``matrix`` and ``transposed`` are
+    ``(indices [E, 2], values [E], dense shape)`` of ``A`` and of ``A^T``, each in row-major
+    order (NumPy).
+
+    Both products are ``tf.raw_ops.SparseMatrixMatMul`` on a CSR copy of the matrix: each
+    output row is one thread's sum of its row's entries in column order, which is the order
+    in which ``tf.sparse.sparse_dense_matmul`` adds them, forward and (with ``adjoint_a``)
+    backward, so the values and the gradient are its own bit for bit, at any thread count.
+    The CSR kernel's own gradient is not used: at two threads it sums in another order.
+    ``python -m benchmarks.probe_sparse_product`` times the two and checks the bits."""
+    import tensorflow as tf
+
+    def csr(indices, values, shape):
+        return tf.raw_ops.SparseTensorToCSRSparseMatrix(indices=indices, values=values,
+                                                        dense_shape=shape)
+
+    @tf.custom_gradient
+    def product(x):
+        def grad(upstream):
+            return tf.raw_ops.SparseMatrixMatMul(a=csr(*transposed), b=upstream)
+        return tf.raw_ops.SparseMatrixMatMul(a=csr(*matrix), b=x), grad
+
+    return product(dense)
+
+
 def _positive_int(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"SememeDecoder {what} must be a positive int, got {value!r}.")
@@ -145,7 +172,7 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
       that the next word's sense carries sememe ``k``.
 
     It computes with ``keras.ops`` (matmul, take, segment sums), except the sparse product,
-    ``tf.sparse.sparse_dense_matmul`` under TensorFlow (:meth:`_sparse_product`), so the
+    CSR kernels under TensorFlow (:meth:`_sparse_product`), so the
     layer runs under every Keras backend (TensorFlow, JAX, PyTorch) and, under TensorFlow,
     inside ``tf.function`` and in a ``tf.distribute`` replica context. ``H1`` must be known
     when the layer is built. The layer computes in its compute dtype; under a
@@ -247,9 +274,13 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         #: ``C_{k,s}`` of every edge, ``[E]``.
         self.edge_coefficient = coefficient.astype(np.float32)
         # for the gathers and segment sums: int32 indices, and whether every word's senses
-        # are few enough for the sorted segment sum (_gather_rows); [E, 2] (sense, sememe)
-        # for TensorFlow's sparse product
+        # are few enough for the sorted segment sum (_gather_rows); for TensorFlow's sparse
+        # products (_csr_product), the [E, 2] (sense, sememe) indices of C with their C_{k,s},
+        # and the (sememe, sense) ones of its transpose in row-major order with theirs
         self._edge_indices = np.stack([senses, sememes], 1)
+        by_sememe = np.lexsort((senses, sememes))
+        self._edge_indices_t = np.stack([sememes[by_sememe], senses[by_sememe]], 1)
+        self._edge_coefficient_t = self.edge_coefficient[by_sememe]
         self._sense_word = words.astype(np.int32)
         self._edge_sense = senses.astype(np.int32)
         self._edge_sememe = sememes.astype(np.int32)
@@ -317,21 +348,23 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
         after them (``q``, ``alpha``, ``beta``, the scores) is float32.
 
         Under TensorFlow, in ``tf.function``, the layer computes bit for bit what the same
-        computation written with ``tf.*`` ops gives (so runs saved by a ``tf.*`` version of this
-        layer resume, evaluate and export unchanged), for three reasons to keep. (1) The sparse
-        product is ``tf.sparse.sparse_dense_matmul``, and the gradient of the gather of ``z``
-        adds the same products in the same order as ``tf.gather``'s gradient does
-        (:func:`_sum_in_order`). (2) ``X (g^T Q_r)^T``: grappler folds the transpose into the
-        matmul, as ``transpose_b=True`` does. (3) Grappler's arithmetic optimizer sorts the
-        inputs of every ``AddN`` by op name: the sum of the ``R`` terms (it turns the chain of
-        ``+`` into one ``AddN``) and the sums of the gradients that reach ``q``, ``g`` and ``X``
-        from the ``R`` bases, so their order, hence their last bits, follows the names of the
-        ops that make the terms. The ops named ``mul`` and ``MatMul`` (TensorFlow numbers names
-        case-insensitively: ``Mul`` counts) are therefore made in the same number and order as
-        the ``tf.*`` ops made them. Not kept: with fewer than 16 positions ``N`` the gradient
-        with respect to ``g`` may differ in the last bits (that of ``X (g^T Q_r)^T`` comes out
-        transposed, and oneDNN rounds the small products differently), and so may gradients
-        taken eagerly (the tape adds the ``R`` contributions in another order).
+        computation written with ``tf.*`` ops gives (so runs saved by a ``tf.*`` version of
+        this layer resume, evaluate and export unchanged), for three reasons to keep. (1)
+        The sparse product is ``tf.sparse.sparse_dense_matmul``'s to the bit
+        (:func:`_csr_product`), and the gradient of the gather of ``z`` adds the same
+        products in the same order as ``tf.gather``'s gradient does (:func:`_sum_in_order`).
+        (2) ``X (g^T Q_r)^T``: grappler folds the transpose into the matmul, as
+        ``transpose_b=True`` does. (3) Grappler's arithmetic optimizer sorts the inputs of
+        every ``AddN`` by op name: the sum of the ``R`` terms (it turns the chain of ``+``
+        into one ``AddN``) and the sums of the gradients that reach ``q``, ``g`` and ``X``
+        from the ``R`` bases, so their order, hence their last bits, follows the names of
+        the ops that make the terms. The ops named ``mul`` and ``MatMul`` (TensorFlow
+        numbers names case-insensitively: ``Mul`` counts) are therefore made in the same
+        number and order as the ``tf.*`` ops made them. Not kept: with fewer than 16
+        positions ``N`` the gradient with respect to ``g`` may differ in the last bits (that
+        of ``X (g^T Q_r)^T`` comes out transposed, and oneDNN rounds the small products
+        differently), and so may gradients taken eagerly (the tape adds the ``R``
+        contributions in another order).
         """
         embeddings = self._output_embeddings(training)
         q_t = ops.transpose(ops.sigmoid(self._sememe_logits(g)))  # [K, N], eq. 4
@@ -351,19 +384,16 @@ class SememeDecoder(OutputEmbedding, keras.layers.Layer):
 
     def _sparse_product(self, expert):
         """``beta = C expert``: the sparse ``[M, K]`` matrix of the ``C_{k,s}`` times ``expert
-        [K, N]`` -> ``[M, N]``. Under TensorFlow ``tf.sparse.sparse_dense_matmul``, one kernel
-        that forms no ``[E, N]`` intermediate (and bit for bit the ``tf.*`` computation): the
-        sdlm training throughput is 1.15x that of the gather and segment sum below on the
-        CPU. On the other backends ``keras.ops`` has no sparse product: the rows of
-        ``expert`` at the edges' sememes (``[E, N]``) times the edges' ``C_{k,s}``, summed
-        per sense, differentiated by the backend."""
+        [K, N]`` -> ``[M, N]``. Under TensorFlow :func:`_csr_product`, kernels that form no
+        ``[E, N]`` intermediate and give ``tf.sparse.sparse_dense_matmul``'s values and
+        gradient bit for bit. On the other backends ``keras.ops`` has no sparse product: the
+        rows of ``expert`` at the edges' sememes (``[E, N]``) times the edges' ``C_{k,s}``,
+        summed per sense, differentiated by the backend."""
         if keras.backend.backend() == "tensorflow":
-            import tensorflow as tf
-
-            coefficients = tf.SparseTensor(  # C_{k,s} at [s, k], the edges in row-major order
-                indices=self._edge_indices, values=self.edge_coefficient,
-                dense_shape=[self.num_senses, self.num_sememes])
-            return tf.sparse.sparse_dense_matmul(coefficients, expert)
+            return _csr_product(
+                (self._edge_indices, self.edge_coefficient, [self.num_senses, self.num_sememes]),
+                (self._edge_indices_t, self._edge_coefficient_t,
+                 [self.num_sememes, self.num_senses]), expert)
         rows = (ops.take(expert, self._edge_sememe, axis=0)
                 * ops.convert_to_tensor(self.edge_coefficient[:, None]))
         return ops.segment_sum(rows, self._edge_sense, num_segments=self.num_senses,
