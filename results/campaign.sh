@@ -30,11 +30,14 @@ PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs
 #: batched matmul, whose float32 products are PRECISION_CODE's einsum's (gradients to
 #: rounding) and whose bfloat16 ones are exact to one rounding and, on a CPU without bfloat16
 #: instructions, about 7x faster per TCNLM step (docs/benchmarks.md); the sentence LSTMs of
-#: both precisions and TCNLM's float32 run stay at PRECISION_CODE
+#: both precisions and TCNLM's float32 run stay at PRECISION_CODE; and the one of the decoders
+#: comparison: the SDLM's sparse product by CSR kernels, the same bits as before at a fraction
+#: of the time (docs/benchmarks.md)
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
 CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
 PRECISION_CODE=33f4a3aab4ef9496fd76f0a04083556ee7ec2899
 BF16_CODE=c281eea4e9ec795b3d7e2cd9cb376afd86eee00a
+DECODERS_CODE=4bce53f6f9cd061766ef36ffee470ab093006736
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -57,11 +60,12 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code carry_code precision_code bf16_code
+    local code carry_code precision_code bf16_code decoders_code
     code=$(frozen_copy "$CODE")
     carry_code=$(frozen_copy "$CARRY_CODE")
     precision_code=$(frozen_copy "$PRECISION_CODE")
     bf16_code=$(frozen_copy "$BF16_CODE")
+    decoders_code=$(frozen_copy "$DECODERS_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # Two lanes side by side, one core each: each lane runs its comparisons one after the
@@ -79,7 +83,7 @@ start() {
     #  long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
     #     across the pieces of long sentences (the papers' protocol resets it);
     #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0;
-    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0.
+    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0 (at DECODERS_CODE).
     # Lane B:
     #  precision-mixed_bfloat16: the same two rows under mixed_bfloat16 (TCNLM at BF16_CODE);
     #  full-softmax: the sentence and document LSTM with Topic-RNN's untied full softmax;
@@ -90,7 +94,7 @@ start() {
         # records: relative to the frozen copies (the checkout beside them), as the
         # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6 bf16_code=$7
+        precision_code=$6 bf16_code=$7 decoders_code=$8
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
@@ -109,7 +113,7 @@ start() {
             lane tied-softmax --num-topics 50 --reference lstm-document \
                 --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
                 --decoder softmax --tie-embeddings &&
-            lane decoders --num-topics 50 --reference lstm-tied \
+            lane_at "$decoders_code" decoders --num-topics 50 --reference lstm-tied \
                 --models lstm-mos,sdlm "${topics[@]}"; }
         lane_b() {
             precision mixed_bfloat16 "$bf16_code" &&
@@ -124,7 +128,7 @@ start() {
           lane_b & b=$!
           wait $a; a=$?; wait $b && [ $a = 0 ]; }
     ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
-        "$precision_code" "$bf16_code" \
+        "$precision_code" "$bf16_code" "$decoders_code" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
@@ -132,7 +136,8 @@ start() {
     local copy
     for copy in "$PARENT"/campaign-*; do
         [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] \
-            || [ "$copy" = "$precision_code" ] || [ "$copy" = "$bf16_code" ] && continue
+            || [ "$copy" = "$precision_code" ] || [ "$copy" = "$bf16_code" ] \
+            || [ "$copy" = "$decoders_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"
