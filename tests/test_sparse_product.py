@@ -30,7 +30,7 @@ def test_product_and_gradient_are_sparse_dense_matmuls_bit_for_bit():
             return product, tape.gradient(loss, x)
         results.append([t.numpy() for t in step(expert)])
     (product, gradient), (csr_product, csr_gradient) = results
-    assert np.abs(product).min() >= 0 and np.abs(gradient).max() > 0
+    assert np.abs(product).max() > 0 and np.abs(gradient).max() > 0  # not trivially equal
     np.testing.assert_array_equal(csr_product, product)
     np.testing.assert_array_equal(csr_gradient, gradient)
 
