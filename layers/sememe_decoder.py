@@ -87,11 +87,12 @@ def _csr_product(matrix, transposed, dense):
     ``(indices [E, 2], values [E], dense shape)`` of ``A`` and of ``A^T``, each in row-major
     order (NumPy).
 
-    Both products are ``tf.raw_ops.SparseMatrixMatMul`` on a CSR copy of the matrix: each
-    output row is one thread's sum of its row's entries in column order, which is the order
-    in which ``tf.sparse.sparse_dense_matmul`` adds them, forward and (with ``adjoint_a``)
-    backward, so the values and the gradient are its own bit for bit, at any thread count.
-    The CSR kernel's own gradient is not used: at two threads it sums in another order.
+    Both products are ``tf.raw_ops.SparseMatrixMatMul`` on a CSR copy of the matrix: it sums
+    each output row's entries in column order, the order in which
+    ``tf.sparse.sparse_dense_matmul`` adds them, forward and (with ``adjoint_a``) backward,
+    so the values and the gradient are its own bit for bit (tested at one thread and at
+    two). The CSR kernel's own gradient is not used: at two threads it sums in another
+    order.
     ``python -m benchmarks.probe_sparse_product`` times the two and checks the bits."""
     import tensorflow as tf
 
