@@ -27,8 +27,8 @@ class PeerLM(nn.Module):
 
     :meth:`loss` takes time-major int64 ``inputs``/``targets`` [L, B] and float ``weights``
     [L, B] (0 at padding) and returns the weighted mean of the targets' negative
-    log-likelihoods; every position is scored, padding included, as the project's step
-    scores it."""
+    log-likelihoods; the output layer runs at the positions of positive weight only, as the
+    project's step runs it."""
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int,
                  num_layers: int, dropout: float, output: str,
@@ -50,14 +50,15 @@ class PeerLM(nn.Module):
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor,
              weights: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.rnn(self.drop(self.embedding(inputs)))
-        hidden = self.drop(hidden).reshape(-1, hidden.shape[-1])
-        flat_targets = targets.reshape(-1)
+        flat_weights = weights.reshape(-1)
+        scored = flat_weights > 0
+        hidden = self.drop(hidden).reshape(-1, hidden.shape[-1])[scored]
+        flat_targets, flat_weights = targets.reshape(-1)[scored], flat_weights[scored]
         if self.output == "adaptive":
             nll = -self.decoder(hidden, flat_targets).output
         else:
             nll = functional.cross_entropy(self.decoder(hidden), flat_targets,
                                            reduction="none")
-        flat_weights = weights.reshape(-1)
         return (nll.float() * flat_weights).sum() / flat_weights.sum().clamp(min=1.0)
 
 

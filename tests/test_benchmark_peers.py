@@ -41,15 +41,16 @@ def test_the_workloads_are_the_project_configurations():
 def test_multiply_adds_of_the_full_and_the_adaptive_softmax():
     config = peers.workload_config("apnews-small-softmax", tiny_args(), "data")
     targets = np.array([[0, 5, 1300], [4000, 7, 0]])
+    # the LSTM at all 6 positions, the output layer at the 4 real targets (0 is padding)
     lstm = 6 * 4 * 16 * (16 + 16)
-    assert peers.multiply_adds(config, 4809, (), targets) == lstm + 6 * 16 * 4809
+    assert peers.multiply_adds(config, 4809, (), targets) == lstm + 4 * 16 * 4809
     config = peers.workload_config("apnews-small-adaptive", tiny_args(), "data")
-    # head: 6 positions x 16 x (1202 + 1); the tail: 2 targets x (16 x 4 + 4 x 3607)
+    # head: 4 targets x 16 x (1202 + 1); the tail: 2 targets x (16 x 4 + 4 x 3607)
     assert peers.multiply_adds(config, 4809, (1202,), targets) == (
-        lstm + 6 * 16 * 1203 + 2 * (16 * 4 + 4 * 3607))
+        lstm + 4 * 16 * 1203 + 2 * (16 * 4 + 4 * 3607))
     config = peers.workload_config("pd-tied-medium", tiny_args(), "data")
-    # two layers of 16 units on 16-d embeddings, the tied softmax at every position
-    assert peers.multiply_adds(config, 13469, (), targets) == 2 * lstm + 6 * 16 * 13469
+    # two layers of 16 units on 16-d embeddings, the tied softmax at the real targets
+    assert peers.multiply_adds(config, 13469, (), targets) == 2 * lstm + 4 * 16 * 13469
 
 
 def test_the_generated_corpus_holds_every_word_and_starts_with_zipf_sentences():

@@ -41,13 +41,18 @@ ROUNDED = {"topic_rnn": {"model/topic_rnn..inference_network..log_variance_kerne
                          ".ATTRIBUTES/VARIABLE_VALUE",
                          "model/topic_rnn..inference_network..log_variance_bias/"
                          ".ATTRIBUTES/VARIABLE_VALUE"}}
-#: The second, by design too: the mixture of softmaxes computes its target logits from the
-#: target's embedding row, where the code that made the data gathered them from the [T, N, V]
-#: logits (1.16x the training throughput), so their gradients sum in another order. After the
-#: resumed steps every lstm-mos weight differs from what the earlier code wrote by at most 3e-8
-#: (8e-6 relative, on entries near zero): these are held to the cross-machine tolerance below.
-#: Its perplexity and export scores stay bit for bit.
-RESUMED_TO_ROUNDING = {"lstm-mos"}
+#: The second, by design too: in sentence mode a recurrent model runs its output layer at
+#: the real targets only (``RecurrentLanguageModel.scored_log_probs``), where the code that
+#: made the data ran it at every position of [B, L], padding included. The values at the
+#: real targets are the same, but the products over fewer rows may round differently and the
+#: weights' gradients sum over fewer rows: after the resumed steps these runs' weights differ
+#: from what the earlier code wrote by at most 1.5e-8 (on an AVX2 EPYC), and their
+#: perplexity by rounding. They are held to the cross-machine tolerance below on every
+#: machine. The document and stream runs (which do not gather) and Topic-RNN (which scores
+#: in its own ``call``) stay bit for bit; so do the export scores, which go through
+#: ``target_log_prob`` at every position.
+RESUMED_TO_ROUNDING = {"lstm", "lstm-adaptive", "lstm-tied", "lclm", "lda_lstm", "tdlm",
+                       "sdlm"}
 #: The third, by design: the posterior samples of TCNLM, the naive MoE and Topic-RNN come from a
 #: seed generator whose state a training checkpoint keeps (so a run resumes bit for bit), not
 #: from TensorFlow's per-process stream as in the code that made the data. An earlier run's
@@ -55,8 +60,13 @@ RESUMED_TO_ROUNDING = {"lstm-mos"}
 #: resumes, evaluates to the same perplexity and exports the same scores, but after the resumed
 #: steps its weights are the earlier ones moved by other noise, held to RESAMPLED_TOLERANCE (a
 #: few Adam steps at 1e-3; a weight restored wrongly, or not at all, is off by far more).
-RESAMPLED = {"tcnlm", "tcnlm-preceding", "moe", "topic_rnn"}
+#: The mixture of softmaxes is here for the second reason: its output layer's own dropout
+#: draws its masks for the real targets' rows, [M, ...], not for [B, L, ...], so its resumed
+#: steps drop other units.
+RESAMPLED = {"tcnlm", "tcnlm-preceding", "moe", "topic_rnn", "lstm-mos"}
 RESAMPLED_TOLERANCE = 2e-2
+#: the runs whose evaluated perplexity may round differently (the second departure)
+EVALUATED_TO_ROUNDING = RESUMED_TO_ROUNDING | {"tcnlm", "tcnlm-preceding", "moe", "lstm-mos"}
 
 
 def assert_same(got, want, what: str = "", rounded: bool = False, exact: bool = EXACT) -> None:
@@ -83,7 +93,8 @@ def copied(tmp_path: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", sorted(EXPECTED["runs"]))
 def test_an_earlier_run_resumes_and_evaluates_as_it_did(tmp_path, name):
     run_dir = copied(tmp_path, name)
-    assert_same(evaluated_perplexity(run_dir), EXPECTED["runs"][name]["test_perplexity"])
+    assert_same(evaluated_perplexity(run_dir), EXPECTED["runs"][name]["test_perplexity"],
+                exact=EXACT and name not in EVALUATED_TO_ROUNDING)
     weights = resumed_weights(run_dir, name, tmp_path / "cache")
     with np.load(LEGACY / "resumed" / f"{name}.npz") as saved:
         assert sorted(saved.files) == sorted(weights)

@@ -46,14 +46,18 @@ DEFAULT_MODEL_ROWS = (*MODELS, *decoder_rows())
 BACKENDS = ("tensorflow",)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser,
+                  default_rows: tuple[str, ...] = DEFAULT_MODEL_ROWS,
+                  which: str = "every model and decoder") -> None:
+    """The section's flags; ``default_rows`` (described as ``which``) are ``--models``'s
+    default."""
     row_names = tuple(compare_rows())
     models = parser.add_argument_group("models")
-    models.add_argument("--models", default=",".join(DEFAULT_MODEL_ROWS),
+    models.add_argument("--models", default=",".join(default_rows),
                         type=name_list(row_names, "--models"),
                         help="comma list of evaluate.compare rows, out of "
-                             f"{','.join(row_names)} (default: every model and decoder, "
-                             f"{','.join(DEFAULT_MODEL_ROWS)})")
+                             f"{','.join(row_names)} (default: {which}, "
+                             f"{','.join(default_rows)})")
     models.add_argument("--dataset", type=dataset_name, default=None, metavar="NAME",
                         help="corpus of the models section (default: apnews when --data-dir "
                              "holds apnews/train.txt, else synthetic)")
@@ -95,56 +99,27 @@ def run(args: argparse.Namespace) -> None:
     inputs); all (row, precision) pairs alternate in the same rounds."""
     import tensorflow as tf
 
-    from tcnlm_tf.data import knowledge
-    from tcnlm_tf.data.loading import load_corpus
-    from train.trainer import Trainer, count_parameters
+    from train.trainer import count_parameters
 
-    rows_of = compare_rows()
-    shared = ["--dataset", args.dataset, "--preset", "small", "--seed", str(args.seed)]
-    if args.dataset == "synthetic":
-        shared += synthetic_flags(args.synthetic)
-    else:
-        shared += ["--data-dir", str(args.data_dir)]
-    quiet = lambda _: None  # noqa: E731
-    corpora, contenders, described, notes, shapes = {}, {}, {}, [], set()
+    contenders, described, notes, shapes, corpora = {}, {}, [], set(), {}
     no_due = tf.constant(0.0)
     with tempfile.TemporaryDirectory(prefix="tcnlm-benchmark-") as scratch:
         for name in args.models:
-            model, flags = rows_of[name]
-            takes_topics = "num_topics" in MODELS[model].option_names
-            topics = (["--num-topics", str(args.num_topics)]
-                      if takes_topics and "--num-topics" not in flags else [])
             for precision in args.precisions:
-                config = train_run_config(shared + flags + topics + ["--precision", precision])
-                if config.model.decoder == "sdlm" and \
-                        config.model.decoder_option("knowledge_base") == "wordnet":
-                    try:
-                        knowledge.find_wordnet_dir()
-                    except UserError as err:
-                        notes.append(f"{name}: skipped, it needs --knowledge-base wordnet: "
-                                     f"{err}")
-                        break
-                key = repr(config.data)
-                if key not in corpora:
-                    corpora[key] = load_corpus(config.data, cache_dir=args.cache_dir,
-                                               log=lambda m: print(m, file=sys.stderr))
-                trainer = Trainer(config, corpora[key], Path(scratch) / f"{name}-{precision}",
-                                  log=quiet)
-                trainer.prepare()
-                batches = list(islice(trainer.distribute(trainer.dataset("train")),
-                                      args.model_batches))
+                built = row_trainer(args, name, precision, Path(scratch) / f"{name}-{precision}",
+                                    corpora, notes)
+                if built is None:
+                    break
+                trainer, batches = built
 
                 def step(i, trainer=trainer, batches=batches):
                     sums, _ = trainer.train_step(batches[i % len(batches)], None, no_due)
                     return float(sums["tokens"])
 
                 contenders[(name, precision)] = step
-                m = config.model
-                size = f"{m.num_layers}x{m.hidden_size}, {m.decoder}"
-                if takes_topics:
-                    size += f", T={m.option('num_topics')}"
-                described[name] = (size, count_parameters(trainer.model))
-                shapes.add((config.train.batch_size, config.data.seq_len, len(batches)))
+                described[name] = (row_size(trainer.config), count_parameters(trainer.model))
+                shapes.add((trainer.config.train.batch_size, trainer.config.data.seq_len,
+                            len(batches)))
                 if trainer.tasks and precision == args.precisions[0]:
                     notes.append(f"{name}: language-model step only; its "
                                  f"{', '.join(task.name for task in trainer.tasks)} training "
@@ -164,6 +139,54 @@ def run(args: argparse.Namespace) -> None:
             print(f"naive MoE tokens/s / TCNLM tokens/s ({precision}): "
                   f"{times['moe', precision]['rate'] / times['tcnlm', precision]['rate']:.2f} "
                   f"(moe {described['moe'][0]}; tcnlm {described['tcnlm'][0]})")
+
+
+def row_trainer(args: argparse.Namespace, name: str, precision: str, run_dir: Path,
+                corpora: dict, notes: list[str]):
+    """``(trainer, batches)`` for compare row ``name`` under ``precision``, configured as
+    ``evaluate.compare`` configures it (its own flags, ``--num-topics`` unless it pins it) and
+    built as ``train.run`` builds it, in ``run_dir``; ``batches``: the first
+    ``--model-batches`` training batches, distributed. Reads the corpus once per data
+    configuration (``corpora`` caches them). None, with a line appended to ``notes``, for an
+    SDLM row over WordNet where WordNet is not installed."""
+    from tcnlm_tf.data import knowledge
+    from tcnlm_tf.data.loading import load_corpus
+    from train.trainer import Trainer
+
+    model, flags = compare_rows()[name]
+    shared = ["--dataset", args.dataset, "--preset", "small", "--seed", str(args.seed)]
+    if args.dataset == "synthetic":
+        shared += synthetic_flags(args.synthetic)
+    else:
+        shared += ["--data-dir", str(args.data_dir)]
+    takes_topics = "num_topics" in MODELS[model].option_names
+    topics = (["--num-topics", str(args.num_topics)]
+              if takes_topics and "--num-topics" not in flags else [])
+    config = train_run_config(shared + flags + topics + ["--precision", precision])
+    if config.model.decoder == "sdlm" and \
+            config.model.decoder_option("knowledge_base") == "wordnet":
+        try:
+            knowledge.find_wordnet_dir()
+        except UserError as err:
+            notes.append(f"{name}: skipped, it needs --knowledge-base wordnet: {err}")
+            return None
+    key = repr(config.data)
+    if key not in corpora:
+        corpora[key] = load_corpus(config.data, cache_dir=args.cache_dir,
+                                   log=lambda m: print(m, file=sys.stderr))
+    trainer = Trainer(config, corpora[key], run_dir, log=lambda _: None)
+    trainer.prepare()
+    return trainer, list(islice(trainer.distribute(trainer.dataset("train")),
+                                args.model_batches))
+
+
+def row_size(config) -> str:
+    """``1x600, adaptive`` (and ``, T=50`` for a model with topics): a row's size."""
+    m = config.model
+    size = f"{m.num_layers}x{m.hidden_size}, {m.decoder}"
+    if "num_topics" in MODELS[m.model].option_names:
+        size += f", T={m.option('num_topics')}"
+    return size
 
 
 def print_model_table(times: dict[tuple[str, str], dict[str, float]],

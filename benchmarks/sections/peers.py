@@ -29,12 +29,12 @@ word ``--min-freq`` times so that each enters the vocabulary. Both sides train o
 first ``--peer-batches`` training batches, cycled; our side from a zero state each step (as
 the ``models`` section), PyTorch's from ``nn.LSTM``'s zero state.
 
-One step each side: forward, loss (the weighted mean NLL over every position, padding scored
-and weighted 0, as the project's step scores it), backward, gradient clipping, optimiser
-update; ``mixed_bfloat16`` is the project's ``--precision mixed_bfloat16`` against
-``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward pass and loss. Where
-PyTorch's first step raises (its oneDNN LSTM has no bfloat16 kernel on a CPU without
-bfloat16 instructions), that row times our side alone and the table says why.
+One step each side: forward, loss (the weighted mean NLL of the real targets, the output
+layer run at their positions only, as the project's step runs it), backward, gradient
+clipping, optimiser update; ``mixed_bfloat16`` is the project's ``--precision
+mixed_bfloat16`` against ``torch.autocast("cpu", dtype=torch.bfloat16)`` around the forward
+pass and loss. Where PyTorch's first step raises (its oneDNN LSTM has no bfloat16 kernel on
+a CPU without bfloat16 instructions), that row times our side alone and the table says why.
 
 Threads (``--peer-threads``): TensorFlow cannot change its thread pools once started, so
 each count runs in a child process (``python -m benchmarks.sections.peers``) whose
@@ -330,14 +330,15 @@ def generated_corpus(config, scratch: Path, batches: int, seed: int, corpora: di
 def multiply_adds(config, vocab_size: int, cutoffs: tuple[int, ...],
                   targets: np.ndarray) -> float:
     """The multiply-adds of the forward pass's matrix products for ``targets`` [B, L]: the
-    LSTM's x W and h U at every position, and the output layer's (module docstring)."""
+    LSTM's x W and h U at every position, and the output layer's at the real targets' (id
+    0 is padding; module docstring)."""
     m = config.model
-    positions = targets.size
+    positions, scored = targets.size, int((targets != 0).sum())
     inputs = [m.embedding_dim] + [m.hidden_size] * (m.num_layers - 1)
     total = positions * sum(4 * m.hidden_size * (n + m.hidden_size) for n in inputs)
     if m.decoder != "adaptive" or not cutoffs:
-        return total + positions * m.hidden_size * vocab_size
-    total += positions * m.hidden_size * (cutoffs[0] + len(cutoffs))
+        return total + scored * m.hidden_size * vocab_size
+    total += scored * m.hidden_size * (cutoffs[0] + len(cutoffs))
     bounds = (*cutoffs, vocab_size)
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         projection = max(1, int(m.hidden_size / 4.0 ** (i + 1)))

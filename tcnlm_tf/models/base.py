@@ -30,6 +30,7 @@ the project). What a subclass can tell the generic code:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -73,10 +74,10 @@ class Context:
 
     ``tensors``: named tensors with one row per example ([B, ...]; e.g. TCNLM's topic
     proportions ``topics``, TDLM's topic vector ``topic_vector``), whatever the model needs;
-    the generic code never looks inside, it only repeats rows (:meth:`repeat`). ``aux_loss``
-    and ``aux_metrics`` as in :class:`ModelOutput`."""
+    the generic code never looks inside, it only repeats or picks rows (:meth:`repeat`,
+    :meth:`rows`). ``aux_loss`` and ``aux_metrics`` as in :class:`ModelOutput`."""
 
-    tensors: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
+    tensors: Mapping[str, tf.Tensor] = dataclasses.field(default_factory=dict)
     aux_loss: tf.Tensor | float = 0.0
     aux_metrics: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)
 
@@ -86,6 +87,29 @@ class Context:
     def repeat(self, times: tf.Tensor | int) -> "Context":
         """Each row repeated ``times`` times in place (rows of example i, then of i+1 ...)."""
         return Context({k: tf.repeat(v, times, axis=0) for k, v in self.tensors.items()})
+
+    def rows(self, index: tf.Tensor) -> "Context":
+        """The rows ``index`` [M] of every tensor ([B, ...] -> [M, ...]; e.g. each scored
+        position's example), without ``aux_loss`` and ``aux_metrics``; each tensor is
+        gathered when it is read (a [B, N, e] context the output layer never reads costs
+        nothing)."""
+        return Context(_Rows(self.tensors, index))
+
+
+class _Rows(Mapping):
+    """``tensors`` with each one's rows ``index`` taken as it is read (:meth:`Context.rows`)."""
+
+    def __init__(self, tensors: Mapping[str, tf.Tensor], index: tf.Tensor):
+        self._tensors, self._index = tensors, index
+
+    def __getitem__(self, name: str) -> tf.Tensor:
+        return tf.gather(self._tensors[name], self._index)
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
 
 
 @dataclasses.dataclass

@@ -43,14 +43,21 @@ class RecurrentLanguageModel(LanguageModel):
     ``init``: ``"keras"`` (Keras's initialisers) or ``"pytorch"`` (the SDLM authors': the
     embedding ``U(-0.1, 0.1)`` and every layer :meth:`make_layer` makes here as
     ``torch.nn.LSTM`` starts, :mod:`layers.initializers`; a subclass's own layers keep their
-    initialisers)."""
+    initialisers).
+    ``gather_targets``: run the output layer at the real targets only
+    (:meth:`scored_log_probs`); a run sets it in sentence mode, where each sentence is
+    padded to the sequence length (about 37 % of an APNEWS batch's positions, and the output
+    layer is most of a step's work), and not in document and stream modes, which pad only
+    at the ends of documents (about 4 %, too little to pay for the gathering;
+    docs/benchmarks.md)."""
 
     def __init__(self, vocab_size: int, embedding_dim: int = 300, hidden_size: int = 600,
                  num_layers: int = 1, dropout: float = 0.4, decoder: str = "adaptive",
                  decoder_options: dict[str, Any] | None = None,
                  embeddings_file: str | None = None, output_dropout: float | None = None,
-                 init: str = "keras", **kwargs):
+                 init: str = "keras", gather_targets: bool = True, **kwargs):
         super().__init__(**kwargs)
+        self.gather_targets = gather_targets
         self.embeddings_file = embeddings_file
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -76,7 +83,7 @@ class RecurrentLanguageModel(LanguageModel):
         return dict(vocab_size=len(lm_vocab), embedding_dim=m.embedding_dim,
                     hidden_size=m.hidden_size, num_layers=m.num_layers, dropout=m.dropout,
                     output_dropout=m.output_dropout, embeddings_file=m.option("embeddings"),
-                    init=m.init,
+                    init=m.init, gather_targets=m.mode == "sentence",
                     **output_layers.output_arguments(config, lm_vocab, run_dir))
 
     def embedding_tables(self) -> list[tuple[Any, str]]:
@@ -182,9 +189,30 @@ class RecurrentLanguageModel(LanguageModel):
             context = self.context(batch, training=training)
         hidden, new_state = self.encode(batch["inputs"], context, training=training,
                                         state=state, reset=batch.get("reset"))
-        return ModelOutput(self.target_log_prob(hidden, batch["targets"], context, training),
+        return ModelOutput(self.scored_log_probs(hidden, batch, context, training),
                            state=new_state, aux_loss=context.aux_loss,
                            aux_metrics=context.aux_metrics)
+
+    def scored_log_probs(self, hidden: tf.Tensor, batch: dict[str, tf.Tensor],
+                         context: Context, training: bool = False) -> tf.Tensor:
+        """log p(target) [B, L] from hidden [B, L, ...]. With ``gather_targets`` and
+        ``batch["weights"]``, the output layer runs only at the M real targets (weight > 0),
+        gathered to ``hidden [M, ...]``, ``targets [M]`` and their examples' context rows
+        (:meth:`Context.rows`), and their log probabilities are scattered back (0 at the
+        padding, which the loss masks out); otherwise at every position
+        (:meth:`target_log_prob`). The values at the real targets are the same either way;
+        gathered, the gradients sum over fewer rows, so they round differently in the last
+        bits, and an output layer's own dropout (SDLM, MoS) draws its masks for
+        ``[M, ...]``."""
+        weights = batch.get("weights")
+        if weights is None or not self.gather_targets:
+            return self.target_log_prob(hidden, batch["targets"], context, training)
+        positions = tf.where(weights > 0)                                 # [M, 2]
+        picked = self.target_log_prob(tf.gather_nd(hidden, positions),
+                                      tf.gather_nd(batch["targets"], positions),
+                                      context.rows(positions[:, 0]), training)   # [M]
+        return tf.scatter_nd(positions, tf.cast(picked, tf.float32),
+                             tf.shape(weights, out_type=tf.int64))
 
 
 class LSTMLanguageModel(RecurrentLanguageModel):

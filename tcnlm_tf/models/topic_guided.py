@@ -172,7 +172,9 @@ class NaiveMoE(TopicGuidedLanguageModel):
                                             tf.shape(log_t)[1:]], 0))
 
     def target_log_prob(self, hidden, targets, context, training=False):
-        """log sum_k t_k p_k(target) [B, L] from expert vectors [B, L, T, H] (eq. 7)."""
+        """log sum_k t_k p_k(target) [...] from expert vectors [..., T, H] (eq. 7), whose
+        leading dimension is that of ``context``'s rows ([B, L, T, H] with [B, T] topics, or
+        [M, T, H] with each scored position's [M, T])."""
         per_expert = super().target_log_prob(
             hidden, tf.repeat(targets[..., None], self.num_topics, axis=-1), context, training)
         return tf.reduce_logsumexp(per_expert + self._log_topics(context, per_expert), axis=-1)
