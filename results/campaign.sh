@@ -30,14 +30,16 @@ PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs
 #: batched matmul, whose float32 products are PRECISION_CODE's einsum's (gradients to
 #: rounding) and whose bfloat16 ones are exact to one rounding and, on a CPU without bfloat16
 #: instructions, about 7x faster per TCNLM step (docs/benchmarks.md); the sentence LSTMs of
-#: both precisions and TCNLM's float32 run stay at PRECISION_CODE; and the one of the decoders
-#: comparison: the SDLM's sparse product by CSR kernels, the same bits as before at a fraction
-#: of the time (docs/benchmarks.md)
+#: both precisions and TCNLM's float32 run stay at PRECISION_CODE; and the one of the
+#: comparisons that start after it, tied-softmax, decoders and table6: the SDLM's sparse
+#: product by CSR kernels (the same bits at a fraction of the time) and the output layer run
+#: at the real targets only (0.6-0.9x the step of the models with large output layers in
+#: sentence mode; the same values, gradients to rounding; docs/benchmarks.md)
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
 CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
 PRECISION_CODE=33f4a3aab4ef9496fd76f0a04083556ee7ec2899
 BF16_CODE=c281eea4e9ec795b3d7e2cd9cb376afd86eee00a
-DECODERS_CODE=4bce53f6f9cd061766ef36ffee470ab093006736
+SCORED_CODE=ac92d0a82583ecc9cde6906e1e4e4c67e10d764c
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -60,12 +62,12 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code carry_code precision_code bf16_code decoders_code
+    local code carry_code precision_code bf16_code scored_code
     code=$(frozen_copy "$CODE")
     carry_code=$(frozen_copy "$CARRY_CODE")
     precision_code=$(frozen_copy "$PRECISION_CODE")
     bf16_code=$(frozen_copy "$BF16_CODE")
-    decoders_code=$(frozen_copy "$DECODERS_CODE")
+    scored_code=$(frozen_copy "$SCORED_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # Two lanes side by side, one core each: each lane runs its comparisons one after the
@@ -82,19 +84,21 @@ start() {
     #     most 1 % test perplexity at convergence);
     #  long-sentences-carry: the sentence LSTM and TDLM, seed 0, with the state carried
     #     across the pieces of long sentences (the papers' protocol resets it);
-    #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0;
-    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0 (at DECODERS_CODE).
+    #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0
+    #     (at SCORED_CODE);
+    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0 (at SCORED_CODE).
     # Lane B:
     #  precision-mixed_bfloat16: the same two rows under mixed_bfloat16 (TCNLM at BF16_CODE);
     #  full-softmax: the sentence and document LSTM with Topic-RNN's untied full softmax;
-    #  table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds.
+    #  table6: the TCNLM paper's Table 6 on APNEWS (1x100 LSTM, T = 30), 3 seeds (at
+    #     SCORED_CODE).
     local stop_words=../shared/data/stopwords/mallet-en.txt
     nohup bash -c '
         : campaign-chain
         # records: relative to the frozen copies (the checkout beside them), as the
         # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6 bf16_code=$7 decoders_code=$8
+        precision_code=$6 bf16_code=$7 scored_code=$8
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
@@ -110,16 +114,16 @@ start() {
             precision float32 "$precision_code" &&
             lane_at "$carry_code" long-sentences-carry --num-topics 50 \
                 --reference lstm --models lstm,tdlm "${topics[@]}" --long-sentences carry &&
-            lane tied-softmax --num-topics 50 --reference lstm-document \
+            lane_at "$scored_code" tied-softmax --num-topics 50 --reference lstm-document \
                 --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
                 --decoder softmax --tie-embeddings &&
-            lane_at "$decoders_code" decoders --num-topics 50 --reference lstm-tied \
+            lane_at "$scored_code" decoders --num-topics 50 --reference lstm-tied \
                 --models lstm-mos,sdlm "${topics[@]}"; }
         lane_b() {
             precision mixed_bfloat16 "$bf16_code" &&
             lane full-softmax --num-topics 50 --models lstm,lstm-document \
                 "${topics[@]}" --decoder softmax &&
-            lane table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
+            lane_at "$scored_code" table6 --seeds 0,1,2 --num-topics 30 --reference lstm \
                 --models lstm,tcnlm,tcnlm-constant-t,moe "${topics[@]}" --hidden-size 100; }
         compare_at "$code" seeds --seeds 0,1,2 --num-topics 50 --ablations \
             --models lstm,lstm-document,lstm-tied,tdlm,lda_lstm,tcnlm,topic_rnn \
@@ -128,7 +132,7 @@ start() {
           lane_b & b=$!
           wait $a; a=$?; wait $b && [ $a = 0 ]; }
     ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
-        "$precision_code" "$bf16_code" "$decoders_code" \
+        "$precision_code" "$bf16_code" "$scored_code" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
@@ -137,7 +141,7 @@ start() {
     for copy in "$PARENT"/campaign-*; do
         [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] \
             || [ "$copy" = "$precision_code" ] || [ "$copy" = "$bf16_code" ] \
-            || [ "$copy" = "$decoders_code" ] && continue
+            || [ "$copy" = "$scored_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"
