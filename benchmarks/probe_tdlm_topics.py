@@ -25,7 +25,8 @@ parts. This prints, for the run's best weights:
 * how many examples of the whole training split have an empty context under each protocol
   (``rest``: the document minus the sentence; ``preceding``: the text before it).
 
-Exploratory, for RESULTS' issue-31 section; a few minutes on 2 CPU cores for an APNEWS run."""
+Exploratory, for the coherence of a TDLM's topics (docs/evaluation.md, "Topics and
+coherence"); a few minutes on 2 CPU cores for an APNEWS run."""
 from __future__ import annotations
 
 import argparse
