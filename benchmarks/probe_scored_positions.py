@@ -7,19 +7,18 @@ probabilities back into ``[B, L]``, in sentence mode, where each sentence is pad
 sequence length (about 37 % of an APNEWS small-preset batch's 64 x 30 positions are
 padding); the output layer is most of a step's work for the models with large ones (the
 naive MoE's T output distributions, the mixture of softmaxes, the SDLM decoder). The other
-contender, ``every position``, is the same model with that method replaced by
-:meth:`~tcnlm_tf.models.lstm.RecurrentLanguageModel.target_log_prob` on the whole batch. A
-document- or stream-mode row does not gather, so both contenders run the same step.
+contender, ``every position``, is the same model with ``gather_targets`` off, as document
+and stream modes run it (so for a row in those modes both contenders run the same step).
 
 Each row of ``--models`` (``evaluate.compare`` rows, configured and built as the
 ``models`` section builds them: small preset, ``--num-topics`` unless the row pins it) is
 built twice with the same seed, one trainer per contender; both time
 :meth:`train.trainer.Trainer.train_step` on the same training batches, under each of
 ``--precisions`` (default: float32), in alternating rounds in one process
-(``benchmarks.harness``). The table gives each
-contender's median ms per step, ``scored`` / ``every position``, and the relative difference
-of the two trainers' first-step losses (the same weights and batch: rounding only). A row
-whose model overrides its own scoring (Topic-RNN) times the same code twice.
+(``benchmarks.harness``). The table gives each contender's median ms per step, ``scored`` /
+``every position``, and the relative difference of the two trainers' first-step losses (the
+same weights and batch: rounding only). A row whose model overrides its own scoring
+(Topic-RNN) times the same code twice.
 """
 from __future__ import annotations
 
@@ -53,13 +52,6 @@ def build_parser() -> Parser:
     return p
 
 
-def every_position(model):
-    """The model's scoring replaced: its output layer at every position of ``[B, L]``."""
-    def scored_log_probs(hidden, batch, context, training=False):
-        return model.target_log_prob(hidden, batch["targets"], context, training)
-    return scored_log_probs
-
-
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
@@ -85,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
                 if built is None:
                     break
                 trainer, batches = built
-                if contender == "every position":
-                    trainer.model.scored_log_probs = every_position(trainer.model)
+                # before the first step traces it
+                trainer.model.gather_targets = contender == "scored"
                 sums, _ = trainer.train_step(batches[0], None, no_due)
                 losses[contender] = float(sums["nll_sum"])
 
