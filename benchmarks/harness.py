@@ -110,6 +110,58 @@ def name_list(choices: tuple[str, ...], flag: str) -> Callable[[str], list[str]]
     return parse
 
 
+def size_list(known: dict[str, tuple[int, ...]], flag: str, letters: str,
+              example: str) -> Callable[[str], list[tuple[str, tuple[int, ...]]]]:
+    """argparse type: a comma list of names of ``known`` and sizes written as ``letters``
+    (``NxGxnxm``: as many positive integers as letters, joined by ``x``) -> ``[(name or the
+    size as written, sizes)]`` in the order given."""
+    dims = len(letters.split("x"))
+
+    def parse(text: str) -> list[tuple[str, tuple[int, ...]]]:
+        chosen = []
+        for item in (v.strip() for v in text.split(",") if v.strip()):
+            if item in known:
+                chosen.append((item, known[item]))
+                continue
+            parts = item.split("x")
+            if len(parts) != dims or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise UserError(f"{flag} {item!r}: give {', '.join(known)} or {letters} with "
+                                f"{dims} positive integers ({example})")
+            chosen.append((item, tuple(int(p) for p in parts)))
+        if not chosen:
+            raise UserError(f"{flag}: none given; give {', '.join(known)} or {letters}")
+        return chosen
+
+    return parse
+
+
+def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags a probe that times TensorFlow contenders in one process reads (see
+    :func:`tensorflow_at` and :func:`time_contenders`): ``--threads``, ``--warmup``,
+    ``--rounds``, ``--steps``."""
+    parser.add_argument("--threads", type=integer(1), default=1,
+                        help="TensorFlow's intra- and inter-op threads (default: 1)")
+    parser.add_argument("--warmup", type=integer(0), default=2,
+                        help="untimed steps per contender; the first traces (default: 2)")
+    parser.add_argument("--rounds", type=integer(1), default=5,
+                        help="timed rounds (default: 5)")
+    parser.add_argument("--steps", type=integer(1), default=2,
+                        help="steps per contender per round (default: 2)")
+
+
+def tensorflow_at(threads: int):
+    """Imports TensorFlow (quiet unless ``TF_CPP_MIN_LOG_LEVEL`` says otherwise) with
+    ``threads`` intra- and inter-op threads, prints :func:`machine_line` and returns the
+    ``tensorflow`` module: the start of a probe that times TensorFlow contenders."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    print(machine_line())
+    return tf
+
+
 def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of the timing protocol (module docstring), which every section that times
     contenders reads: ``--warmup``, ``--rounds``, ``--steps``, ``--precisions``, ``--seed``."""

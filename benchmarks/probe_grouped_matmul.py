@@ -21,12 +21,9 @@ over the mean absolute float32 product.
 """
 from __future__ import annotations
 
-import os
-
-from benchmarks.harness import (Parser, gradient_step, machine_line, name_list, print_table,
-                                time_contenders)
-from tcnlm_tf.arguments import integer
-from tcnlm_tf.errors import UserError, exit_on_user_error
+from benchmarks.harness import (Parser, add_probe_arguments, gradient_step, name_list,
+                                print_table, size_list, tensorflow_at, time_contenders)
+from tcnlm_tf.errors import exit_on_user_error
 
 #: name -> (N, G, n, m)
 WORKLOADS = {"tc": (1920, 4, 600, 600), "moe": (64, 30, 100, 400)}
@@ -34,38 +31,16 @@ DTYPES = ("float32", "bfloat16")
 CONTENDERS = ("einsum", "grouped")
 
 
-def workload_sizes(text: str) -> list[tuple[str, tuple[int, ...]]]:
-    """argparse type of ``--workloads``: names of :data:`WORKLOADS` and ``NxGxnxm`` sizes."""
-    chosen = []
-    for item in (v.strip() for v in text.split(",") if v.strip()):
-        if item in WORKLOADS:
-            chosen.append((item, WORKLOADS[item]))
-            continue
-        parts = item.split("x")
-        if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise UserError(f"--workloads {item!r}: give {', '.join(WORKLOADS)} or NxGxnxm "
-                            "with four positive integers (8x2x3x4)")
-        chosen.append((item, tuple(int(p) for p in parts)))
-    if not chosen:
-        raise UserError("--workloads: none given; give tc, moe or NxGxnxm")
-    return chosen
-
-
 def build_parser() -> Parser:
     p = Parser(prog="python -m benchmarks.probe_grouped_matmul", allow_abbrev=False,
                description=__doc__.split("\n\n")[0])
-    p.add_argument("--workloads", type=workload_sizes, default="tc,moe",
+    p.add_argument("--workloads", type=size_list(WORKLOADS, "--workloads", "NxGxnxm",
+                                                 "8x2x3x4"), default="tc,moe",
                    help="comma list of tc, moe (module docstring) or NxGxnxm sizes "
                         "(default: tc,moe)")
     p.add_argument("--dtypes", type=name_list(DTYPES, "--dtypes"), default="float32,bfloat16",
                    help="operand dtypes, out of float32,bfloat16 (default: both)")
-    p.add_argument("--threads", type=integer(1), default=1,
-                   help="TensorFlow's intra- and inter-op threads (default: 1)")
-    p.add_argument("--warmup", type=integer(0), default=2,
-                   help="untimed steps per contender; the first traces (default: 2)")
-    p.add_argument("--rounds", type=integer(1), default=5, help="timed rounds (default: 5)")
-    p.add_argument("--steps", type=integer(1), default=2,
-                   help="steps per contender per round (default: 2)")
+    add_probe_arguments(p)
     return p
 
 
@@ -102,12 +77,7 @@ def relative_error(product, reference) -> float:
 @exit_on_user_error
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    print(machine_line())
+    tf = tensorflow_at(args.threads)
     print(f"forward and backward, {args.threads} thread(s); ms: median per step over "
           f"{args.rounds} rounds of {args.steps} steps; error: mean |product - float32 "
           "product| / mean |float32 product|")

@@ -18,9 +18,8 @@ rounds in one process. The table gives each one's median milliseconds per step, 
 """
 from __future__ import annotations
 
-import os
-
-from benchmarks.harness import Parser, gradient_step, machine_line, print_table, time_contenders
+from benchmarks.harness import (Parser, add_probe_arguments, gradient_step, print_table,
+                                tensorflow_at, time_contenders)
 from tcnlm_tf.arguments import integer
 from tcnlm_tf.errors import exit_on_user_error
 
@@ -37,13 +36,7 @@ def build_parser() -> Parser:
     p.add_argument("--max-edges", type=integer(1), default=5,
                    help="each sense has 1 to this many sememes, at most --sememes "
                         "(default: 5)")
-    p.add_argument("--threads", type=integer(1), default=1,
-                   help="TensorFlow's intra- and inter-op threads (default: 1)")
-    p.add_argument("--warmup", type=integer(0), default=2,
-                   help="untimed steps per contender; the first traces (default: 2)")
-    p.add_argument("--rounds", type=integer(1), default=5, help="timed rounds (default: 5)")
-    p.add_argument("--steps", type=integer(1), default=2,
-                   help="steps per contender per round (default: 2)")
+    add_probe_arguments(p)
     return p
 
 
@@ -91,12 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
 
     args = build_parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    print(machine_line())
+    tf = tensorflow_at(args.threads)
     print(f"C [{args.senses}, {args.sememes}] (1-{args.max_edges} edges a sense) x expert "
           f"[{args.sememes}, {args.positions}], forward and backward, float32, "
           f"{args.threads} thread(s); ms: median per step over {args.rounds} rounds of "

@@ -1,12 +1,16 @@
 """Tests for layers.mixture_of_softmaxes (Yang et al., 2018, mixture of softmaxes)."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers.mixture_of_softmaxes import MixtureOfSoftmaxes
+from layers.mixture_of_softmaxes import MixtureOfSoftmaxes, log_normaliser
+from tests.conftest import REPO_ROOT
 from tests.random_weights import randomise
 
 VOCAB, H1, H2 = 30, 8, 6
@@ -75,6 +79,63 @@ def test_get_config_round_trip_and_save(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "m.keras")
     g = np.random.default_rng(5).normal(size=(2, 3, H1)).astype("float32")
     np.testing.assert_allclose(loaded(g).numpy(), model(g).numpy(), atol=1e-6)
+
+
+def test_log_normaliser_is_logsumexp_bit_for_bit_with_its_gradient():
+    """The log-normaliser of the training path gives ``reduce_logsumexp``'s values and
+    gradients bit for bit, rows with -inf logits (masked words) and a row of only -inf
+    (value -inf, gradient NaN in both) included; and its gradient is the softmax."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 4, (7, 3, 50)).astype(np.float32)
+    logits[1, 0, :10] = -np.inf
+    logits[2, 1, :] = -np.inf
+    upstream = tf.constant(rng.normal(size=(7, 3)).astype(np.float32))
+    x = tf.constant(logits)
+
+    def value_and_gradient(function):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            value = function(x)
+            loss = tf.reduce_sum(value * upstream)
+        return value, tape.gradient(loss, x)
+
+    ours, reference = ([t.numpy() for t in tf.function(lambda f=f: value_and_gradient(f))()]
+                       for f in (log_normaliser,
+                                 lambda z: tf.reduce_logsumexp(z, axis=-1)))
+    for got, want in zip(ours, reference):
+        np.testing.assert_array_equal(got, want)
+    value, gradient = ours
+    assert value[2, 1] == -np.inf and np.isnan(gradient[2, 1]).all()
+    finite = np.isfinite(value)
+    with np.errstate(invalid="ignore"):  # -inf - -inf in the row of only -inf
+        softmax = np.exp(logits - value[..., None]) * upstream.numpy()[..., None]
+    np.testing.assert_allclose(gradient[finite], softmax[finite], rtol=1e-5, atol=1e-7)
+
+
+def probe(*flags):
+    return subprocess.run([sys.executable, "-m", "benchmarks.probe_log_normaliser", *flags],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_the_probe_times_both_normalisers_and_finds_the_same_bits():
+    result = probe("--shapes", "8x3x50,apnews", "--rounds", "1", "--steps", "1",
+                   "--warmup", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("machine: ")
+    rows = [[c.strip() for c in line.split("|")] for line in lines[4:]]
+    assert [r[:2] for r in rows] == [["8x3x50", "8x3x50"], ["apnews", "1200x10x4809"]]
+    for row in rows:
+        plain_ms, ours_ms = float(row[2]), float(row[3])
+        assert float(row[4].rstrip("x")) == pytest.approx(ours_ms / plain_ms, rel=0.02)
+        assert row[5:] == ["yes", "yes"]
+
+
+def test_the_probe_refuses_a_bad_shape_in_one_line():
+    result = probe("--shapes", "8x3")
+    assert result.returncode == 2
+    assert "--shapes '8x3'" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("kwargs, message", [
