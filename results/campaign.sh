@@ -34,12 +34,15 @@ PATTERN='campaign-chain|evaluate\.compare .*--commit-records|train\.run .*--runs
 #: comparisons that start after it, tied-softmax, decoders and table6: the SDLM's sparse
 #: product by CSR kernels (the same bits at a fraction of the time) and the output layer run
 #: at the real targets only (0.6-0.9x the step of the models with large output layers in
-#: sentence mode; the same values, gradients to rounding; docs/benchmarks.md)
+#: sentence mode; the same values, gradients to rounding; docs/benchmarks.md); and the one of
+#: decoders: SCORED_CODE with the mixture of softmaxes' log-normalisers keeping their
+#: exponentials for the backward pass (the same bits, about 0.9x an lstm-mos step)
 CODE=d4c5efaccf614242b339dfc18aa6b5ab896c9f24
 CARRY_CODE=8acdfb26d949381fcfbfa763a256e8ce821505c9
 PRECISION_CODE=33f4a3aab4ef9496fd76f0a04083556ee7ec2899
 BF16_CODE=c281eea4e9ec795b3d7e2cd9cb376afd86eee00a
 SCORED_CODE=ac92d0a82583ecc9cde6906e1e4e4c67e10d764c
+DECODERS_CODE=39369501ffcb954393c00cd1a02a8cd96a21d828
 
 campaign_pids() { pgrep -f "$PATTERN" || true; }
 
@@ -62,12 +65,13 @@ start() {
     fi
     [ -x "$PY" ] || { echo "campaign.sh: $PY is missing; run 'make install' first" >&2; exit 1; }
     mkdir -p "$RUNS"
-    local code carry_code precision_code bf16_code scored_code
+    local code carry_code precision_code bf16_code scored_code decoders_code
     code=$(frozen_copy "$CODE")
     carry_code=$(frozen_copy "$CARRY_CODE")
     precision_code=$(frozen_copy "$PRECISION_CODE")
     bf16_code=$(frozen_copy "$BF16_CODE")
     scored_code=$(frozen_copy "$SCORED_CODE")
+    decoders_code=$(frozen_copy "$DECODERS_CODE")
     export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1 TCNLM_RUNS_DIR=$RUNS
 
     # Two lanes side by side, one core each: each lane runs its comparisons one after the
@@ -86,7 +90,7 @@ start() {
     #     across the pieces of long sentences (the papers' protocol resets it);
     #  tied-softmax: the topic rows and the document LSTM with a tied full softmax, seed 0
     #     (at SCORED_CODE);
-    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0 (at SCORED_CODE).
+    #  decoders: MoS and SDLM (WordNet) to convergence, seed 0 (at DECODERS_CODE).
     # Lane B:
     #  precision-mixed_bfloat16: the same two rows under mixed_bfloat16 (TCNLM at BF16_CODE);
     #  full-softmax: the sentence and document LSTM with Topic-RNN's untied full softmax;
@@ -98,7 +102,7 @@ start() {
         # records: relative to the frozen copies (the checkout beside them), as the
         # comparisons name them in their tables
         py=$0 runs=$1 records=$2/results/apnews stop_words=$3 code=$4 carry_code=$5
-        precision_code=$6 bf16_code=$7 scored_code=$8
+        precision_code=$6 bf16_code=$7 scored_code=$8 decoders_code=$9
         compare_at() { (cd "$1" && "$py" -m evaluate.compare --dataset apnews \
             --data-dir ../shared/data --max-epochs 30 --jobs 2 --cache-dir "$runs/cache" \
             --commit-records --name "apnews-$2" --record-dir "$records/$2" "${@:3}") \
@@ -117,7 +121,7 @@ start() {
             lane_at "$scored_code" tied-softmax --num-topics 50 --reference lstm-document \
                 --models lstm-document,tdlm,lda_lstm,tcnlm "${topics[@]}" \
                 --decoder softmax --tie-embeddings &&
-            lane_at "$scored_code" decoders --num-topics 50 --reference lstm-tied \
+            lane_at "$decoders_code" decoders --num-topics 50 --reference lstm-tied \
                 --models lstm-mos,sdlm "${topics[@]}"; }
         lane_b() {
             precision mixed_bfloat16 "$bf16_code" &&
@@ -132,7 +136,7 @@ start() {
           lane_b & b=$!
           wait $a; a=$?; wait $b && [ $a = 0 ]; }
     ' "$PY" "$RUNS" "../$(basename "$CHECKOUT")" "$stop_words" "$code" "$carry_code" \
-        "$precision_code" "$bf16_code" "$scored_code" \
+        "$precision_code" "$bf16_code" "$scored_code" "$decoders_code" \
         > /dev/null 2>&1 &
     echo "started the campaign (pid $!) from $code; logs in $RUNS/<comparison>.log"
 
@@ -141,7 +145,7 @@ start() {
     for copy in "$PARENT"/campaign-*; do
         [ "$copy" = "$code" ] || [ "$copy" = "$carry_code" ] \
             || [ "$copy" = "$precision_code" ] || [ "$copy" = "$bf16_code" ] \
-            || [ "$copy" = "$scored_code" ] && continue
+            || [ "$copy" = "$scored_code" ] || [ "$copy" = "$decoders_code" ] && continue
         if ! ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $copy\( (deleted)\)\?$"; then
             rm -rf "$copy"
             echo "removed the old frozen copy $copy"
